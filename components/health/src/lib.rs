@@ -1,0 +1,40 @@
+//! `GET /health`: open without a token, so load balancers and `up` can probe it.
+
+// ApiError is a few pointers wide; it only travels the failure path, where its size
+// costs nothing measurable, and boxing it would clutter every handler.
+#![allow(clippy::result_large_err)]
+
+use gatehouse_http::{ApiError, IncomingRequest, Method, Request, Response};
+use serde_json::json;
+
+#[spin_sdk::http_component]
+async fn entry(req: IncomingRequest) -> Response {
+    gatehouse_http::serve(req, handle).await
+}
+
+fn handle(req: Request) -> Result<Response, ApiError> {
+    gatehouse_http::require_method(&req, Method::Get)?;
+    match check_database() {
+        Ok(()) => Ok(gatehouse_http::json_response(
+            200,
+            &json!({"status": "ok", "database": "ok"}),
+        )),
+        Err(error) => {
+            // A degraded health check is an answer, not a failure of this route; the
+            // cause still goes to the operator's log.
+            gatehouse_http::log_error(&error);
+            let mut response = gatehouse_http::json_response(
+                503,
+                &json!({"status": "degraded", "database": "unavailable"}),
+            );
+            response.set_header("retry-after", gatehouse_http::RETRY_AFTER_SECONDS);
+            Ok(response)
+        }
+    }
+}
+
+fn check_database() -> Result<(), ApiError> {
+    let db = gatehouse_http::open_db()?;
+    gatehouse_store::ping(&db)?;
+    Ok(())
+}

@@ -1,0 +1,76 @@
+use gatehouse_domain::ApiError;
+use spin_sdk::http::Request;
+use spin_sdk::variables;
+
+/// Admits the request only if it carries `Authorization: Bearer <api_token>`.
+///
+/// Every rejection is the same 401, whatever was wrong, and the token never appears in
+/// a response or a log.
+pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
+    let expected = variables::get("api_token").map_err(|e| {
+        ApiError::internal().with_detail(format!("reading the api_token variable: {e:?}"))
+    })?;
+    // An empty token would let an empty bearer through: fail closed on a misconfiguration.
+    if expected.is_empty() {
+        return Err(ApiError::internal().with_detail("the api_token variable is empty"));
+    }
+    let presented = req
+        .header("authorization")
+        .and_then(|value| value.as_str())
+        .and_then(bearer_token)
+        .ok_or_else(ApiError::unauthorized)?;
+    if constant_time_eq(presented.as_bytes(), expected.as_bytes()) {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized())
+    }
+}
+
+/// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 7235).
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim();
+    (!token.is_empty()).then_some(token)
+}
+
+/// Compares without an early exit, so the response time does not reveal how many
+/// leading bytes of a guess were right. Only the guess's own length shows.
+fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
+    if expected.is_empty() {
+        return presented.is_empty();
+    }
+    let mut difference = presented.len() ^ expected.len();
+    for (i, byte) in presented.iter().enumerate() {
+        difference |= usize::from(byte ^ expected[i % expected.len()]);
+    }
+    std::hint::black_box(difference) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extracts_bearer_tokens() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer  abc "), Some("abc"));
+        assert_eq!(bearer_token("BEARER abc"), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Bearer   "), None);
+        assert_eq!(bearer_token(""), None);
+    }
+
+    #[test]
+    fn compares_tokens_exactly() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secreT", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"secret2", b"secret"));
+        assert!(!constant_time_eq(b"", b"secret"));
+        assert!(!constant_time_eq(b"secretsecret", b"secret"));
+    }
+}

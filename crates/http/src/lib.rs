@@ -1,0 +1,41 @@
+//! The HTTP plumbing every Gatehouse component shares, so that a component is only
+//! "parse, call the store, respond".
+//!
+//! A component looks like this:
+//!
+//! ```ignore
+//! use gatehouse_http::{ApiError, IncomingRequest, Request, Response};
+//!
+//! #[spin_sdk::http_component]
+//! async fn entry(req: IncomingRequest) -> Response {
+//!     gatehouse_http::serve(req, handle).await
+//! }
+//!
+//! fn handle(req: Request) -> Result<Response, ApiError> {
+//!     gatehouse_http::require_method(&req, gatehouse_http::Method::Get)?;
+//!     gatehouse_http::require_bearer(&req)?;
+//!     // ...
+//!     Ok(gatehouse_http::json_response(200, &serde_json::json!({"ok": true})))
+//! }
+//! ```
+
+// ApiError is a few pointers wide; it only travels the failure path, where its size
+// costs nothing measurable, and boxing it would clutter every handler.
+#![allow(clippy::result_large_err)]
+
+mod auth;
+mod body;
+mod db;
+mod response;
+mod route;
+mod serve;
+
+pub use auth::require_bearer;
+pub use body::{MAX_BODY_BYTES, read_json, read_optional_json};
+pub use db::open_db;
+pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
+pub use route::{path_param, require_method};
+pub use serve::{log_error, serve, serve_with_body_limit};
+
+pub use gatehouse_domain::{ApiError, ErrorCode};
+pub use spin_sdk::http::{IncomingRequest, Method, Request, Response};

@@ -1,0 +1,94 @@
+//! The `gatehouse` command line.
+mod bench;
+mod build;
+mod up;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "gatehouse", version, about = "Runs and operates the Gatehouse Spin application")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build every component, running each one's `[component.x.build] command` as `spin build` does.
+    Build(AppArgs),
+    /// Apply the database migrations (to DATABASE_URL, or to the embedded database).
+    Migrate(AppArgs),
+    /// Serve the application (embedded PostgreSQL unless DATABASE_URL is set).
+    Up(up::UpArgs),
+    /// Measure latency and throughput of the running application's routes.
+    Bench(bench::BenchArgs),
+    /// Start or stop the embedded PostgreSQL on its own, for tests and tools.
+    #[command(subcommand)]
+    Db(DbCommand),
+}
+
+#[derive(Subcommand)]
+enum DbCommand {
+    /// Start it (or find it running) and print `DATABASE_URL=...` for a shell to eval.
+    Start(AppArgs),
+    /// Stop it.
+    Stop(AppArgs),
+}
+
+/// Where the application is.
+#[derive(Args, Clone)]
+pub struct AppArgs {
+    /// The Spin manifest.
+    #[arg(long, short = 'f', default_value = "spin.toml", env = "GATEHOUSE_MANIFEST")]
+    pub manifest: PathBuf,
+    /// Folder for the embedded database, the virtualenv and compiled components.
+    #[arg(long, env = "GATEHOUSE_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+impl AppArgs {
+    pub fn manifest_path(&self) -> Result<PathBuf> {
+        std::path::absolute(&self.manifest).context("resolving the manifest path")
+    }
+
+    pub fn project_root(&self) -> Result<PathBuf> {
+        Ok(self.manifest_path()?.parent().map(Path::to_path_buf).unwrap_or_default())
+    }
+
+    pub fn state_dir(&self) -> Result<PathBuf> {
+        match &self.state_dir {
+            Some(dir) => std::path::absolute(dir).context("resolving the state folder"),
+            None => Ok(self.project_root()?.join(".gatehouse")),
+        }
+    }
+}
+
+impl Cli {
+    pub async fn run(self) -> Result<()> {
+        match self.command {
+            Command::Build(args) => build::run(&args).await,
+            Command::Migrate(args) => {
+                let database = crate::db::Database::open(&args.project_root()?, &args.state_dir()?)?;
+                let applied = crate::db::migrate(&database.url).await?;
+                if applied.is_empty() {
+                    println!("database is up to date");
+                }
+                for migration in applied {
+                    println!("applied {migration}");
+                }
+                database.stop()
+            }
+            Command::Up(args) => up::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
+            Command::Db(DbCommand::Start(args)) => {
+                let url = crate::db::start_detached(&args.project_root()?, &args.state_dir()?)?;
+                println!("DATABASE_URL={url}");
+                Ok(())
+            }
+            Command::Db(DbCommand::Stop(args)) => crate::db::stop_embedded(&args.project_root()?, &args.state_dir()?),
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `gatehouse up`: database, migrations, then serve until Ctrl-C or SIGTERM.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use super::AppArgs;
+use crate::app::{App, AppConfig};
+use crate::db::{Database, migrate};
+use crate::variables::VariableSources;
+
+/// The token `up` uses when none is configured, so a newcomer can try the API at once.
+pub const DEV_TOKEN: &str = "dev-token";
+
+#[derive(Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub app: AppArgs,
+    /// Address to listen on; port 0 picks a free port (the ready line tells which).
+    #[arg(long, default_value = "127.0.0.1:3000", env = "GATEHOUSE_LISTEN")]
+    pub listen: SocketAddr,
+    /// Set an application variable, as `spin up --variable` does. Repeatable.
+    #[arg(long = "variable", value_name = "NAME=VALUE")]
+    pub variables: Vec<String>,
+    /// Largest request body accepted, in bytes; larger ones get 413.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+    /// Database connections per address in the runner's pool.
+    #[arg(long, default_value_t = 32)]
+    pub pg_pool_size: usize,
+}
+
+pub async fn run(args: UpArgs) -> Result<()> {
+    let running = start(&args).await?;
+    println!("Gatehouse ready on http://{}", running.address);
+    shutdown_signal().await;
+    running.stop().await
+}
+
+/// A serving application and the database under it.
+pub struct Running {
+    pub address: SocketAddr,
+    pub database_url: String,
+    database: Database,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Running {
+    pub async fn stop(self) -> Result<()> {
+        let _ = self.stop.send(());
+        let served = self.server.await.context("server task")?;
+        let stopped = self.database.stop();
+        served.and(stopped)
+    }
+}
+
+pub async fn start(args: &UpArgs) -> Result<Running> {
+    let root = args.app.project_root()?;
+    let state_dir = args.app.state_dir()?;
+    let database = Database::open(&root, &state_dir)?;
+    match listen(args, &database, state_dir).await {
+        Ok((app, listener)) => {
+            let address = listener.local_addr()?;
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let server = tokio::spawn(crate::server::serve(app, listener, async {
+                let _ = stopped.await;
+            }));
+            Ok(Running { address, database_url: database.url.clone(), database, stop, server })
+        }
+        Err(e) => {
+            // Leave no embedded server running behind a failed start.
+            let _ = database.stop();
+            Err(e)
+        }
+    }
+}
+
+async fn listen(args: &UpArgs, database: &Database, state_dir: PathBuf) -> Result<(std::sync::Arc<App>, tokio::net::TcpListener)> {
+    if database.is_embedded() {
+        crate::log::info("using the embedded PostgreSQL", serde_json::json!({"data": state_dir.join("pgdata")}));
+    }
+    for migration in migrate(&database.url).await? {
+        crate::log::info("applied migration", serde_json::json!({"migration": migration}));
+    }
+
+    let mut variables = VariableSources::from_process_env();
+    for flag in &args.variables {
+        variables.add_flag(flag)?;
+    }
+    variables.provided.insert("db_url".into(), database.url.clone());
+    variables.provided.insert("db_host".into(), database.host_port()?);
+    if !variables.flags.contains_key("api_token") && !variables.env.contains_key("api_token") {
+        eprintln!("dev mode: no SPIN_VARIABLE_API_TOKEN set, so the API token is '{DEV_TOKEN}'");
+        variables.provided.insert("api_token".into(), DEV_TOKEN.into());
+    }
+
+    let app = App::load(AppConfig {
+        manifest_path: args.app.manifest_path()?,
+        variables,
+        cache_dir: state_dir.join("compiled"),
+        max_body_bytes: args.max_body_bytes,
+        pg_pool_size: args.pg_pool_size,
+    })?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    Ok((app, listener))
+}
+
+async fn shutdown_signal() {
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    crate::log::info("shutting down", serde_json::json!({}));
+}

@@ -1,0 +1,99 @@
+//! The database the application runs on: `DATABASE_URL`, or an embedded PostgreSQL with
+//! pgvector kept in the project's state folder. Also the schema migrations.
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use gatehouse_embedded_pg::{EmbeddedPostgres, PgInstall};
+
+mod embedded {
+    refinery::embed_migrations!("../../migrations");
+}
+
+/// A database to serve from; an embedded server stops when this is dropped or `stop`ped.
+pub struct Database {
+    pub url: String,
+    embedded: Option<EmbeddedPostgres>,
+}
+
+impl Database {
+    /// Uses `DATABASE_URL` (or `SPIN_VARIABLE_DB_URL`, as under `spin up`) when set; otherwise
+    /// starts the embedded server.
+    pub fn open(project_root: &Path, state_dir: &Path) -> Result<Database> {
+        let configured = std::env::var("DATABASE_URL")
+            .ok()
+            .or_else(|| std::env::var("SPIN_VARIABLE_DB_URL").ok())
+            .filter(|url| !url.is_empty());
+        if let Some(url) = configured {
+            return Ok(Database { url, embedded: None });
+        }
+        let install = PgInstall::locate(project_root)?;
+        let server = EmbeddedPostgres::start(&install, &state_dir.join("pgdata"))
+            .context("starting the embedded PostgreSQL")?;
+        Ok(Database { url: server.url(), embedded: Some(server) })
+    }
+
+    pub fn is_embedded(&self) -> bool {
+        self.embedded.is_some()
+    }
+
+    /// `host:port` of the server, which the manifest's `allowed_outbound_hosts` must admit.
+    pub fn host_port(&self) -> Result<String> {
+        let config: tokio_postgres::Config = self.url.parse().context("DATABASE_URL is not a valid PostgreSQL URL")?;
+        let host = match config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+            _ => anyhow::bail!("DATABASE_URL must name a TCP host (components connect over TCP)"),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        Ok(format!("{host}:{port}"))
+    }
+
+    pub fn stop(mut self) -> Result<()> {
+        if let Some(server) = self.embedded.take() {
+            server.stop()?;
+        }
+        Ok(())
+    }
+}
+
+/// Starts the embedded server and leaves it running after this process exits.
+pub fn start_detached(project_root: &Path, state_dir: &Path) -> Result<String> {
+    let install = PgInstall::locate(project_root)?;
+    let server = EmbeddedPostgres::start(&install, &state_dir.join("pgdata"))?;
+    let url = server.url();
+    server.detach();
+    Ok(url)
+}
+
+/// Stops the embedded server of this state folder, if one is running.
+pub fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()> {
+    let data = state_dir.join("pgdata");
+    if !data.join("postmaster.pid").exists() {
+        return Ok(());
+    }
+    let install = PgInstall::locate(project_root)?;
+    EmbeddedPostgres::start(&install, &data)?.stop()?;
+    Ok(())
+}
+
+/// Serializes migrations of several runners started at once against one database.
+const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
+
+/// Applies every migration not yet applied, each in its own transaction. Several runners may
+/// start at once against one database: an advisory lock lets one migrate while the others wait.
+pub async fn migrate(url: &str) -> Result<Vec<String>> {
+    let (mut client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .context("connecting to the database to migrate")?;
+    let driver = tokio::spawn(connection);
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
+    let report = embedded::migrations::runner()
+        .set_grouped(false)
+        .run_async(&mut client)
+        .await
+        .context("applying migrations");
+    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
+    let report = report?;
+    drop(client);
+    let _ = driver.await;
+    Ok(report.applied_migrations().iter().map(|m| m.to_string()).collect())
+}

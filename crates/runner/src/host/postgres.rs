@@ -1,0 +1,182 @@
+//! `spin:postgres/postgres@4.0.0` over pooled connections.
+//!
+//! A guest's `connection.open` borrows a connection from the pool for its address and its drop
+//! returns it, so no request pays for a new connection. Statements are prepared once per pooled
+//! connection and cached, so a query costs a single round trip.
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+use wasmtime::component::Resource;
+
+use super::HostState;
+use super::pg_values::{Param, RawCell, data_type, db_value};
+use crate::bindings::spin::postgres4_0_0::postgres::{
+    Column, DbError, DbValue, Error, Host, HostConnection, ParameterValue, QueryError, RowSet,
+};
+
+/// One pool per database address, shared by every request of every component.
+pub struct PgPools {
+    max_size: usize,
+    pools: Mutex<HashMap<String, Pool>>,
+}
+
+/// The resource behind a guest's `connection` handle.
+pub struct PgConnection {
+    client: Object,
+}
+
+impl PgPools {
+    pub fn new(max_size: usize) -> PgPools {
+        PgPools { max_size, pools: Mutex::new(HashMap::new()) }
+    }
+
+    fn pool(&self, address: &str) -> Result<Pool, Error> {
+        let mut pools = self.pools.lock().map_err(|_| Error::Other("connection pool lock poisoned".into()))?;
+        if let Some(pool) = pools.get(address) {
+            return Ok(pool.clone());
+        }
+        let config: tokio_postgres::Config =
+            address.parse().map_err(|e| Error::ConnectionFailed(format!("invalid address: {e}")))?;
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(self.max_size)
+            .build()
+            .map_err(|e| Error::ConnectionFailed(e.to_string()))?;
+        pools.insert(address.to_owned(), pool.clone());
+        Ok(pool)
+    }
+
+    /// Borrows a connection; used by the runner itself (health of the pool, migrations use their own).
+    pub async fn get(&self, address: &str) -> Result<Object, Error> {
+        let pool = self.pool(address)?;
+        pool.get().await.map_err(|e| Error::ConnectionFailed(e.to_string()))
+    }
+}
+
+/// Describes an address without its credentials, for error messages.
+fn redacted(address: &str) -> String {
+    match url::Url::parse(address) {
+        Ok(url) => format!(
+            "{}://{}:{}",
+            url.scheme(),
+            url.host_str().unwrap_or(""),
+            url.port().unwrap_or(5432)
+        ),
+        Err(_) => "the given address".into(),
+    }
+}
+
+fn query_error(e: tokio_postgres::Error) -> Error {
+    if let Some(db) = e.as_db_error() {
+        let mut extras = Vec::new();
+        if let Some(hint) = db.hint() {
+            extras.push(("hint".to_owned(), hint.to_owned()));
+        }
+        if let Some(constraint) = db.constraint() {
+            extras.push(("constraint".to_owned(), constraint.to_owned()));
+        }
+        if let Some(table) = db.table() {
+            extras.push(("table".to_owned(), table.to_owned()));
+        }
+        if let Some(column) = db.column() {
+            extras.push(("column".to_owned(), column.to_owned()));
+        }
+        return Error::QueryFailed(QueryError::DbError(DbError {
+            as_text: db.to_string(),
+            severity: db.severity().to_owned(),
+            code: db.code().code().to_owned(),
+            message: db.message().to_owned(),
+            detail: db.detail().map(str::to_owned),
+            extras,
+        }));
+    }
+    if e.is_closed() {
+        return Error::ConnectionFailed(e.to_string());
+    }
+    Error::QueryFailed(QueryError::Text(e.to_string()))
+}
+
+impl HostState {
+    fn connection(&self, handle: &Resource<PgConnection>) -> Result<&Object, Error> {
+        self.table
+            .get(handle)
+            .map(|c| &c.client)
+            .map_err(|e| Error::Other(format!("invalid connection handle: {e}")))
+    }
+}
+
+fn params(values: Vec<ParameterValue>) -> Vec<Param> {
+    values.into_iter().map(Param).collect()
+}
+
+fn as_sql(params: &[Param]) -> Vec<&(dyn postgres_types::ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn postgres_types::ToSql + Sync)).collect()
+}
+
+impl HostConnection for HostState {
+    async fn open(&mut self, address: String) -> Result<Resource<PgConnection>, Error> {
+        if !self.component.allowed_hosts.allows_url(&address) {
+            return Err(Error::ConnectionFailed(format!(
+                "{} is not in allowed_outbound_hosts of component '{}'",
+                redacted(&address),
+                self.component.id
+            )));
+        }
+        let client = self.pg.get(&address).await?;
+        self.table
+            .push(PgConnection { client })
+            .map_err(|e| Error::Other(format!("too many open connections: {e}")))
+    }
+
+    async fn query(
+        &mut self,
+        handle: Resource<PgConnection>,
+        statement: String,
+        values: Vec<ParameterValue>,
+    ) -> Result<RowSet, Error> {
+        let client = self.connection(&handle)?;
+        let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
+        let params = params(values);
+        let rows = client.query(&prepared, &as_sql(&params)).await.map_err(query_error)?;
+        let columns: Vec<Column> = prepared
+            .columns()
+            .iter()
+            .map(|c| Column { name: c.name().to_owned(), data_type: data_type(c.type_()) })
+            .collect();
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut cells: Vec<DbValue> = Vec::with_capacity(columns.len());
+            for (i, column) in prepared.columns().iter().enumerate() {
+                let raw: Option<RawCell> = row
+                    .try_get(i)
+                    .map_err(|e| Error::ValueConversionFailed(format!("column {}: {e}", column.name())))?;
+                let value = db_value(column.type_(), raw.map(|r| r.0))
+                    .map_err(|e| Error::ValueConversionFailed(format!("column {}: {e}", column.name())))?;
+                cells.push(value);
+            }
+            out.push(cells);
+        }
+        Ok(RowSet { columns, rows: out })
+    }
+
+    async fn execute(
+        &mut self,
+        handle: Resource<PgConnection>,
+        statement: String,
+        values: Vec<ParameterValue>,
+    ) -> Result<u64, Error> {
+        let client = self.connection(&handle)?;
+        let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
+        let params = params(values);
+        client.execute(&prepared, &as_sql(&params)).await.map_err(query_error)
+    }
+
+    async fn drop(&mut self, handle: Resource<PgConnection>) -> anyhow::Result<()> {
+        self.table.delete(handle)?;
+        Ok(())
+    }
+}
+
+impl Host for HostState {}

@@ -1,0 +1,132 @@
+//! One JSON object per line on stderr: the runner's own events and its components' output.
+use std::io::Write;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use serde_json::{Map, Value, json};
+
+/// Whether per-request debug lines are written: they cost a write per request, so they are
+/// off unless `GATEHOUSE_LOG=debug`.
+pub fn debug_enabled() -> bool {
+    static DEBUG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DEBUG.get_or_init(|| std::env::var("GATEHOUSE_LOG").is_ok_and(|v| v.eq_ignore_ascii_case("debug")))
+}
+
+/// Writes one log line. `fields` are merged into the object beside `ts`, `level` and `msg`.
+pub fn event(level: &str, msg: &str, fields: Value) {
+    if level == "debug" && !debug_enabled() {
+        return;
+    }
+    let mut line = Map::new();
+    line.insert("ts".into(), json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)));
+    line.insert("level".into(), json!(level));
+    line.insert("msg".into(), json!(msg));
+    if let Value::Object(extra) = fields {
+        line.extend(extra);
+    }
+    let mut text = Value::Object(line).to_string();
+    text.push('\n');
+    // A log line that cannot be written is not worth failing a request for.
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+pub fn info(msg: &str, fields: Value) {
+    event("info", msg, fields);
+}
+
+pub fn warn(msg: &str, fields: Value) {
+    event("warn", msg, fields);
+}
+
+pub fn error(msg: &str, fields: Value) {
+    event("error", msg, fields);
+}
+
+/// A guest's stdout or stderr: each line it writes becomes a log line tagged with the component.
+/// A guest line that is already a JSON object is kept as structured fields.
+#[derive(Clone)]
+pub struct GuestOutput {
+    component: std::sync::Arc<str>,
+    stream: &'static str,
+}
+
+impl GuestOutput {
+    pub fn new(component: std::sync::Arc<str>, stream: &'static str) -> GuestOutput {
+        GuestOutput { component, stream }
+    }
+
+    fn emit(&self, line: &[u8]) {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end();
+        if text.is_empty() {
+            return;
+        }
+        let level = if self.stream == "stderr" { "warn" } else { "info" };
+        let mut fields = json!({"component": &*self.component, "stream": self.stream});
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(guest)) => {
+                if let Value::Object(f) = &mut fields {
+                    f.insert("guest".into(), Value::Object(guest));
+                }
+                event(level, "guest log", fields);
+            }
+            _ => event(level, text, fields),
+        }
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for GuestOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdoutStream for GuestOutput {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(LineWriter { output: self.clone(), pending: Vec::new() })
+    }
+}
+
+struct LineWriter {
+    output: GuestOutput,
+    pending: Vec<u8>,
+}
+
+impl LineWriter {
+    fn flush_lines(&mut self) {
+        while let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=pos).collect();
+            self.output.emit(&line);
+        }
+        // A guest that never writes a newline must not grow this buffer without bound.
+        if self.pending.len() > 16 * 1024 {
+            let line = std::mem::take(&mut self.pending);
+            self.output.emit(&line);
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for LineWriter {
+    fn poll_write(mut self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.pending.extend_from_slice(buf);
+        self.flush_lines();
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let rest = std::mem::take(&mut self.pending);
+        self.output.emit(&rest);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for LineWriter {
+    fn drop(&mut self) {
+        let rest = std::mem::take(&mut self.pending);
+        self.output.emit(&rest);
+    }
+}

@@ -1,0 +1,96 @@
+use gatehouse_domain::{SessionId, Status, ToolCallId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use spin_sdk::pg4::{self, Connection, ParameterValue};
+
+use crate::StoreError;
+
+/// What the agent needs to know about a session's tool calls (SPEC §5, context route).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextView {
+    /// Open calls (PENDING, EXECUTING, PREPARED) that have not expired, newest first.
+    pub pending: Vec<PendingCall>,
+    /// The 10 newest settled calls (COMPLETED, FAILED, CANCELLED, EXPIRED), newest first.
+    pub recent: Vec<CallSummary>,
+}
+
+/// One call as the agent sees it. Timestamps are RFC 3339 UTC text, formatted by the
+/// database (`rfc3339_utc`), so every route prints them the same way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallSummary {
+    pub tool_call_id: ToolCallId,
+    pub function_name: String,
+    pub parameters: Value,
+    pub result: Option<Value>,
+    /// The effective status: a waiting call past its deadline reads as EXPIRED.
+    pub status: Status,
+    pub voice_response: Option<String>,
+    pub created_at: String,
+}
+
+/// An open call, which also says until when it can be acted on (null while EXECUTING).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    #[serde(flatten)]
+    pub call: CallSummary,
+    pub expires_at: Option<String>,
+}
+
+const SESSION_CONTEXT_VIEW_SQL: &str = include_str!("sql/session_context_view.sql");
+
+/// Reads a session's pending and recent calls in one statement.
+pub fn session_context_view(
+    db: &Connection,
+    session_id: &SessionId,
+) -> Result<ContextView, StoreError> {
+    let rows = db.query(
+        SESSION_CONTEXT_VIEW_SQL,
+        &[ParameterValue::Str(session_id.as_str().to_owned())],
+    )?;
+    let value = rows
+        .rows
+        .first()
+        .and_then(|row| row.first())
+        .ok_or_else(|| StoreError::Unexpected("the context query returned no row".to_owned()))?;
+    pg4::from_jsonb(value).map_err(|e| StoreError::Unexpected(format!("decoding the context: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The JSON the SQL builds must decode, and re-encode to the same shape.
+    #[test]
+    fn round_trips_the_shape_the_query_builds() {
+        let from_db = json!({
+            "pending": [{
+                "tool_call_id": "tc_00000000000a", "function_name": "send_email",
+                "parameters": {"to": "a@x.com"}, "result": null, "status": "PENDING",
+                "voice_response": null, "created_at": "2026-01-01T10:00:00.000Z",
+                "expires_at": "2026-01-01T10:10:00.000Z"
+            }, {
+                "tool_call_id": "tc_00000000000f", "function_name": "query_vector_db",
+                "parameters": {}, "result": null, "status": "EXECUTING",
+                "voice_response": null, "created_at": "2026-01-01T09:00:00.000Z",
+                "expires_at": null
+            }],
+            "recent": [{
+                "tool_call_id": "tc_00000000000c", "function_name": "send_email",
+                "parameters": {"to": "b@x.com"}, "result": {"ok": true}, "status": "EXPIRED",
+                "voice_response": "Done.", "created_at": "2026-01-01T08:00:00.000Z"
+            }]
+        });
+        let view: Result<ContextView, _> = serde_json::from_value(from_db.clone());
+        let view = view.map_err(|e| e.to_string());
+        assert_eq!(
+            view.as_ref().map(|v| v.recent[0].status),
+            Ok(Status::Expired)
+        );
+        assert_eq!(
+            view.map(|v| serde_json::to_value(v).ok()),
+            Ok(Some(from_db))
+        );
+    }
+}

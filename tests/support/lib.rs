@@ -1,0 +1,167 @@
+//! Test support: start the real `gatehouse` binary on a manifest, talk to it over HTTP, and
+//! reach the same PostgreSQL it uses.
+//!
+//! `scripts/test` builds everything, starts one PostgreSQL for the run and exports
+//! `DATABASE_URL`; each test starts its own runner process on a free port.
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn gatehouse_bin() -> PathBuf {
+    std::env::var_os("GATEHOUSE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/release/gatehouse"))
+}
+
+pub fn database_url() -> String {
+    std::env::var("DATABASE_URL").expect("DATABASE_URL is not set: run the tests through scripts/test")
+}
+
+/// A state folder shared by the test runners, so components are compiled once per run.
+pub fn shared_state_dir() -> PathBuf {
+    workspace_root().join("target/test-state")
+}
+
+pub fn app_manifest() -> PathBuf {
+    workspace_root().join("spin.toml")
+}
+
+pub fn fixture_manifest() -> PathBuf {
+    workspace_root().join("tests/fixtures/spin.toml")
+}
+
+pub const TOKEN: &str = "test-token";
+
+/// Options for one runner process.
+#[derive(Default, Clone)]
+pub struct RunnerOptions {
+    pub variables: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
+    pub extra_args: Vec<String>,
+}
+
+/// A `gatehouse up` process serving on a free loopback port; killed when dropped.
+pub struct Runner {
+    pub base_url: String,
+    child: Child,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Runner {
+    pub fn start(manifest: &Path, options: RunnerOptions) -> Result<Runner> {
+        let mut command = Command::new(gatehouse_bin());
+        command
+            .arg("up")
+            .arg("--manifest")
+            .arg(manifest)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("DATABASE_URL", database_url())
+            .env("GATEHOUSE_STATE_DIR", shared_state_dir())
+            .env("SPIN_VARIABLE_API_TOKEN", TOKEN)
+            .args(&options.extra_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, value) in &options.variables {
+            command.arg("--variable").arg(format!("{name}={value}"));
+        }
+        for (key, value) in &options.env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().with_context(|| format!("spawning {}", gatehouse_bin().display()))?;
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().context("no stderr")?;
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(mut logs) = sink.lock() {
+                    logs.push(line);
+                }
+            }
+        });
+        let stdout = child.stdout.take().context("no stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(address) = line.strip_prefix("Gatehouse ready on ") {
+                    let _ = tx.send(address.to_owned());
+                }
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(base_url) => Ok(Runner { base_url, child, logs }),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let logs = logs.lock().map(|l| l.join("\n")).unwrap_or_default();
+                bail!("runner did not become ready; its log:\n{logs}")
+            }
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+
+    /// The runner's log lines so far.
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `gatehouse up` expecting it to fail at start-up; returns its exit status and stderr.
+pub fn start_expecting_failure(manifest: &Path, options: RunnerOptions) -> Result<(std::process::ExitStatus, String)> {
+    let mut command = Command::new(gatehouse_bin());
+    command
+        .arg("up")
+        .arg("--manifest")
+        .arg(manifest)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("DATABASE_URL", database_url())
+        .env("GATEHOUSE_STATE_DIR", shared_state_dir())
+        .env("SPIN_VARIABLE_API_TOKEN", TOKEN)
+        .stdin(Stdio::null());
+    for (name, value) in &options.variables {
+        command.arg("--variable").arg(format!("{name}={value}"));
+    }
+    for (key, value) in &options.env {
+        command.env(key, value);
+    }
+    let output = command.output()?;
+    Ok((output.status, String::from_utf8_lossy(&output.stderr).into_owned()))
+}
+
+pub async fn db() -> Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+pub fn http() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+/// A name no other test (or earlier run) uses, for sessions and scratch tables.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{prefix}_{}_{nanos:x}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
