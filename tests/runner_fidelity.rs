@@ -190,9 +190,35 @@ async fn private_component_is_reachable_only_by_service_chaining() {
     assert_eq!(status, 200, "probe -> http://hidden.spin.internal/p/q must be served: {echo}");
     assert_eq!(echo["component"], "hidden", "{echo}");
     assert_eq!(echo["path"], "/p/q?x=1", "{echo}");
-    // Spin serves a chained request as if it matched the component's `/...` (RouteMatch::synthetic).
-    assert_eq!(header(&echo, "spin-path-info"), Some("/p/q"), "{echo}");
-    assert_eq!(header(&echo, "spin-raw-component-route"), Some("/..."), "{echo}");
+}
+
+#[tokio::test]
+async fn chained_requests_are_routed_as_spin_routes_them() {
+    let runner = start_probe(RunnerOptions::default());
+    // Spin serves every chained request as if the target had matched `/...` (its
+    // RouteMatch::synthetic), whatever routes the target has, from client address 0.0.0.0:0.
+    let mut mismatches = Vec::new();
+    for (component, path, path_info) in [("hidden", "/p/q?x=1", "/p/q"), ("probe-param", "/items/9", "/items/9")] {
+        let (status, echo) =
+            send(&runner, http().get(runner.url("/chain")).query(&[("component", component), ("path", path)])).await;
+        if status != 200 || echo["component"] != component {
+            mismatches.push(format!("chain to {component}{path}: status {status}, body {echo}"));
+            continue;
+        }
+        let mut expect = |what: &str, got: Option<&str>, want: Option<&str>| {
+            if got != want {
+                mismatches.push(format!("chain to {component}{path}: {what} is {got:?}, Spin gives {want:?}"));
+            }
+        };
+        expect("spin-path-info", header(&echo, "spin-path-info"), Some(path_info));
+        expect("spin-matched-route", header(&echo, "spin-matched-route"), Some("/..."));
+        expect("spin-raw-component-route", header(&echo, "spin-raw-component-route"), Some("/..."));
+        expect("spin-component-route", header(&echo, "spin-component-route"), Some(""));
+        expect("spin-base-path", header(&echo, "spin-base-path"), Some("/"));
+        expect("spin-client-addr", header(&echo, "spin-client-addr"), Some("0.0.0.0:0"));
+        expect("spin-path-match-id", header(&echo, "spin-path-match-id"), None);
+    }
+    assert!(mismatches.is_empty(), "service chaining differs from Spin:\n  {}", mismatches.join("\n  "));
 }
 
 #[tokio::test]

@@ -9,7 +9,6 @@ use std::process::Command;
 use gatehouse_embedded_pg::{EmbeddedPostgres, Error, PgInstall};
 use tokio_postgres::{Client, NoTls};
 
-const CRASH_DIR_ENV: &str = "GATEHOUSE_PG_TEST_CRASH_DIR";
 
 fn install() -> PgInstall {
     let project_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -157,54 +156,8 @@ async fn attaches_to_a_server_that_is_already_running() {
     assert!(postmaster_pid(&dir).is_none());
 }
 
-/// Not a test of its own: `takes_over_a_server_whose_starter_died` runs it in a child process
-/// that starts a server and exits without stopping it, as a crashed `gatehouse up` would.
-#[test]
-#[ignore = "helper run by takes_over_a_server_whose_starter_died"]
-fn start_then_die() {
-    let Some(dir) = std::env::var_os(CRASH_DIR_ENV) else {
-        return;
-    };
-    let pg = EmbeddedPostgres::start(&install(), Path::new(&dir)).expect("start in child");
-    println!("port={}", pg.port());
-    // Exits without running destructors, like a crash.
-    std::process::exit(0);
-}
-
-#[tokio::test]
-async fn takes_over_a_server_whose_starter_died() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = data_dir(&tmp);
-    let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "start_then_die",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CRASH_DIR_ENV, &dir)
-        .output()
-        .expect("run the child");
-    assert!(
-        out.status.success(),
-        "child failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let orphan = postmaster_pid(&dir).expect("the child left a running server");
-
-    let pg = EmbeddedPostgres::start(&install(), &dir).expect("adopt");
-    assert!(pg.reused() && pg.owns_server());
-    assert_eq!(postmaster_pid(&dir), Some(orphan));
-    let client = connect(&pg).await;
-    client
-        .query_one("SELECT 1", &[])
-        .await
-        .expect("query the adopted server");
-    drop(client);
-    pg.stop().expect("stop");
-    assert!(postmaster_pid(&dir).is_none());
-}
+// Taking over a server whose starter exited is tested end to end through `gatehouse db start`
+// and `gatehouse db stop` (tests/cli.rs), where it is the product behaviour.
 
 #[test]
 fn starts_over_a_stale_pid_file() {

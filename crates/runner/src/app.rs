@@ -138,15 +138,7 @@ impl App {
         if !self.components.contains_key(component) {
             return Err(HttpError::DestinationNotFound);
         }
-        let path = request.uri().path().to_owned();
-        let route = self.router.route_for_component(component, &path).unwrap_or_else(|| RouteMatch {
-            component: component.to_owned(),
-            raw_route: "/...".into(),
-            component_route: String::new(),
-            matched_route: String::new(),
-            path_info: path.clone(),
-            params: Default::default(),
-        });
+        let route = RouteMatch::chained(component, request.uri().path());
         match self.dispatch(route, request, Origin::Chained).await {
             Ok(response) => Ok(response),
             Err(e) => Ok(internal_error(&e)),
@@ -163,10 +155,7 @@ impl App {
         let state = HostState::new(self.this.clone(), component.runtime.clone(), self.pg.clone());
         let mut store = Store::new(component.pre.engine(), state);
         let (sender, receiver) = tokio::sync::oneshot::channel();
-        let scheme = match origin {
-            Origin::Client(_) | Origin::Chained => Scheme::Http,
-        };
-        let incoming = store.data_mut().http().new_incoming_request(scheme, request)?;
+        let incoming = store.data_mut().http().new_incoming_request(Scheme::Http, request)?;
         let outparam = store.data_mut().http().new_response_outparam(sender)?;
         let pre = component.pre.clone();
         let id = component.runtime.id.clone();
@@ -229,13 +218,16 @@ fn set_spin_headers<B>(request: &mut Request<B>, route: &RouteMatch, origin: &Or
     };
     set("spin-full-url", &full_url);
     set("spin-path-info", &route.path_info);
-    set("spin-matched-route", &route.matched_route);
+    set("spin-matched-route", &route.raw_route);
     set("spin-raw-component-route", &route.raw_route);
     set("spin-component-route", &route.component_route);
     set("spin-base-path", "/");
-    if let Origin::Client(addr) = origin {
-        set("spin-client-addr", &addr.to_string());
-    }
+    // Spin reports an unspecified address for a request that came from another component.
+    let client = match origin {
+        Origin::Client(addr) => addr.to_string(),
+        Origin::Chained => "0.0.0.0:0".to_owned(),
+    };
+    set("spin-client-addr", &client);
     for (name, value) in &route.params {
         set(&format!("spin-path-match-{name}"), value);
     }

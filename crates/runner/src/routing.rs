@@ -30,9 +30,7 @@ pub struct RouteMatch {
     pub raw_route: String,
     /// The route without its trailing wildcard, e.g. `/static`.
     pub component_route: String,
-    /// The part of the path the route matched, e.g. `/static` for `/static/a/b`.
-    pub matched_route: String,
-    /// The rest of the path after the matched part, e.g. `/a/b`; empty for an exact match.
+    /// The rest of the path after the matched part, e.g. `/a/b/`; empty for an exact match.
     pub path_info: String,
     pub params: BTreeMap<String, String>,
 }
@@ -131,30 +129,39 @@ impl Router {
             .iter()
             .filter_map(|(p, c)| p.matches(&segments).map(|params| (p, c, params)))
             .max_by(|(a, ..), (b, ..)| a.specificity_cmp(b))?;
-        let consumed = pattern.segments.len();
-        let matched_route = format!("/{}", segments[..consumed].join("/"));
-        let path_info = if consumed < segments.len() {
-            format!("/{}", segments[consumed..].join("/"))
-        } else {
-            String::new()
-        };
         Some(RouteMatch {
             component: component.clone(),
             raw_route: pattern.raw.clone(),
             component_route: pattern.component_route(),
-            matched_route,
-            path_info,
+            path_info: path_after_segments(path, pattern.segments.len()).to_owned(),
             params,
         })
     }
+}
 
-    /// The route of a component, used when a chained request reaches it by id.
-    pub fn route_for_component(&self, component: &str, path: &str) -> Option<RouteMatch> {
-        let only = Router {
-            routes: self.routes.iter().filter(|(_, c)| c == component).cloned().collect(),
-        };
-        only.route(path)
+impl RouteMatch {
+    /// How Spin routes a request that reached a component by service chaining: as if the
+    /// component matched `/...`, whatever its own route, with the whole path as path info.
+    pub fn chained(component: &str, path: &str) -> RouteMatch {
+        RouteMatch {
+            component: component.to_owned(),
+            raw_route: "/...".into(),
+            component_route: String::new(),
+            path_info: path.to_owned(),
+            params: BTreeMap::new(),
+        }
     }
+}
+
+/// The part of `path` after its first `n` non-empty segments, keeping a trailing slash
+/// (`/static/css/` after one segment is `/css/`), as Spin's path info does.
+fn path_after_segments(path: &str, n: usize) -> &str {
+    let mut rest = path;
+    for _ in 0..n {
+        rest = rest.trim_start_matches('/');
+        rest = rest.find('/').map_or("", |i| &rest[i..]);
+    }
+    rest
 }
 
 #[cfg(test)]
@@ -223,12 +230,14 @@ mod tests {
         let m = r.route("/static/css/site.css").expect("matches");
         assert_eq!(m.raw_route, "/static/...");
         assert_eq!(m.component_route, "/static");
-        assert_eq!(m.matched_route, "/static");
         assert_eq!(m.path_info, "/css/site.css");
+        assert_eq!(r.route("/static/css/").expect("matches").path_info, "/css/");
+        assert_eq!(r.route("/static/").expect("matches").path_info, "/");
+        assert_eq!(r.route("/static").expect("matches").path_info, "");
         let m = r.route("/items/42").expect("matches");
         assert_eq!(m.params.get("id").map(String::as_str), Some("42"));
         assert_eq!(m.path_info, "");
-        assert_eq!(m.matched_route, "/items/42");
+        assert_eq!(m.raw_route, "/items/:id");
     }
 
     #[test]

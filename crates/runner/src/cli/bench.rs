@@ -156,8 +156,8 @@ async fn seed_context(database_url: &str) -> Result<()> {
         let status = if i < 5 { "PENDING" } else { "COMPLETED" };
         client
             .execute(
-                "INSERT INTO tool_calls (tool_call_id, session_id, function_name, parameters, status, expires_at, created_at)
-                 VALUES ($1, $2, 'send_email', $3, $4, now() + interval '1 hour', now() - make_interval(secs => $5))",
+                "INSERT INTO tool_calls (tool_call_id, session_id, function_name, tool, parameters, status, expires_at, created_at)
+                 VALUES ($1, $2, 'send_email', 'gmail', $3, $4, now() + interval '1 hour', now() - make_interval(secs => $5))",
                 &[
                     &format!("tc_{i:012x}"),
                     &BENCH_SESSION,

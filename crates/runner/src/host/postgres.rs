@@ -92,10 +92,18 @@ fn query_error(e: tokio_postgres::Error) -> Error {
             extras,
         }));
     }
-    if e.is_closed() {
-        return Error::ConnectionFailed(e.to_string());
+    // The cause (say, which parameter could not be converted and why) is in the source chain.
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
     }
-    Error::QueryFailed(QueryError::Text(e.to_string()))
+    if e.is_closed() {
+        return Error::ConnectionFailed(text);
+    }
+    Error::QueryFailed(QueryError::Text(text))
 }
 
 impl HostState {

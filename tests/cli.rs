@@ -1,0 +1,63 @@
+//! The CLI commands around the server: `db start` / `db stop` and `migrate`.
+use std::process::Command;
+
+use gatehouse_tests::{database_url, gatehouse_bin, unique, workspace_root};
+
+fn gatehouse(args: &[&str], state: &std::path::Path) -> std::process::Output {
+    Command::new(gatehouse_bin())
+        .args(args)
+        .arg("--state-dir")
+        .arg(state)
+        .arg("--manifest")
+        .arg(workspace_root().join("spin.toml"))
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("gatehouse runs")
+}
+
+fn postmaster_pid(state: &std::path::Path) -> Option<i32> {
+    let text = std::fs::read_to_string(state.join("pgdata/postmaster.pid")).ok()?;
+    text.lines().next()?.trim().parse().ok()
+}
+
+/// `db start` exits and leaves its server running, as a crashed `up` would; the next command
+/// on that data folder adopts it, and `db stop` stops it.
+#[tokio::test]
+async fn db_start_leaves_a_server_that_db_stop_adopts_and_stops() {
+    let state = workspace_root().join("target").join(unique("db-cli"));
+    let out = gatehouse(&["db", "start"], &state);
+    assert!(out.status.success(), "db start: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let url = stdout.trim().strip_prefix("DATABASE_URL=").expect("prints DATABASE_URL=...").to_owned();
+    let pid = postmaster_pid(&state).expect("server left running");
+
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let row = client.query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[]).await.expect("query");
+    assert!(!row.get::<_, String>(0).is_empty(), "pgvector is installed");
+    drop(client);
+
+    // A second start finds the same server instead of starting another.
+    let again = gatehouse(&["db", "start"], &state);
+    assert!(again.status.success());
+    assert_eq!(String::from_utf8_lossy(&again.stdout).trim(), format!("DATABASE_URL={url}"));
+    assert_eq!(postmaster_pid(&state), Some(pid));
+
+    let stop = gatehouse(&["db", "stop"], &state);
+    assert!(stop.status.success(), "db stop: {}", String::from_utf8_lossy(&stop.stderr));
+    assert_eq!(postmaster_pid(&state), None, "the server is stopped");
+    assert!(tokio_postgres::connect(&url, tokio_postgres::NoTls).await.is_err());
+    let _ = std::fs::remove_dir_all(&state);
+}
+
+#[test]
+fn migrate_is_idempotent() {
+    let out = Command::new(gatehouse_bin())
+        .args(["migrate", "--manifest"])
+        .arg(workspace_root().join("spin.toml"))
+        .env("DATABASE_URL", database_url())
+        .output()
+        .expect("gatehouse runs");
+    assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "database is up to date");
+}
