@@ -35,11 +35,19 @@ pub struct BenchArgs {
 
 const BENCH_SESSION: &str = "bench-session";
 
+/// The statements the routes send, so the database floor is measured on exactly them.
+const HEALTH_SQL: &str = "SELECT 1";
+const CONTEXT_SQL: &str = include_str!("../../../store/src/sql/session_context_view.sql");
+
 pub async fn run(args: BenchArgs) -> Result<()> {
     match args.url.clone() {
         Some(url) => {
             let token = args.token.clone().unwrap_or_else(|| up::DEV_TOKEN.to_owned());
-            measure_all(&args, &url, &token).await
+            measure_all(&args, &url, &token).await?;
+            match std::env::var("DATABASE_URL") {
+                Ok(database_url) => database_floor(&args, &database_url).await,
+                Err(_) => Ok(()),
+            }
         }
         None => {
             let up_args = UpArgs {
@@ -53,8 +61,9 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             seed_context(&running.database_url).await?;
             let url = format!("http://{}", running.address);
             let measured = measure_all(&args, &url, up::DEV_TOKEN).await;
+            let floor = database_floor(&args, &running.database_url).await;
             running.stop().await?;
-            measured
+            measured.and(floor)
         }
     }
 }
@@ -169,4 +178,72 @@ async fn seed_context(database_url: &str) -> Result<()> {
             .await?;
     }
     Ok(())
+}
+
+/// Runs `pgbench` with the routes' own statements at the same concurrency, so the table shows
+/// how much of a route's latency is the database and how much is Gatehouse.
+async fn database_floor(args: &BenchArgs, database_url: &str) -> Result<()> {
+    let root = args.app.project_root()?;
+    let pgbench = match gatehouse_embedded_pg::PgInstall::locate(&root) {
+        Ok(install) => install.bin("pgbench"),
+        Err(_) => {
+            println!("\n(pgbench not found: run scripts/setup to compare with the database floor)");
+            return Ok(());
+        }
+    };
+    println!("\ndatabase floor: pgbench, the same statement, prepared, same concurrency");
+    println!("{:<10} {:>5} {:>12} {:>12}", "statement", "conc", "tps", "avg ms");
+    let scratch = tempfile_dir()?;
+    for scenario in &args.scenarios {
+        let sql = match scenario.as_str() {
+            "health" => HEALTH_SQL.to_owned(),
+            "context" => CONTEXT_SQL.replace("$1", &format!("'{BENCH_SESSION}'")),
+            _ => continue,
+        };
+        let script = scratch.join(format!("{scenario}.sql"));
+        // pgbench reads one statement per line, so comments go and the rest is joined.
+        let one_line: Vec<&str> = sql
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("--"))
+            .flat_map(str::split_whitespace)
+            .collect();
+        std::fs::write(&script, format!("{};\n", one_line.join(" ").trim_end_matches(';')))?;
+        for &concurrency in &args.concurrency {
+            let output = tokio::process::Command::new(&pgbench)
+                .args(["-n", "-M", "prepared", "-f"])
+                .arg(&script)
+                .args(["-c", &concurrency.to_string(), "-j", &concurrency.min(4).to_string()])
+                .args(["-T", &format!("{}", args.seconds.ceil() as u64)])
+                .arg(database_url)
+                .output()
+                .await
+                .context("running pgbench")?;
+            let text = String::from_utf8_lossy(&output.stdout);
+            if !output.status.success() {
+                bail!("pgbench failed: {}", String::from_utf8_lossy(&output.stderr));
+            }
+            let field = |prefix: &str| {
+                text.lines()
+                    .find_map(|l| l.trim().strip_prefix(prefix))
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(f64::NAN)
+            };
+            println!(
+                "{:<10} {:>5} {:>12.0} {:>12.3}",
+                scenario,
+                concurrency,
+                field("tps = "),
+                field("latency average = ")
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+fn tempfile_dir() -> Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("gatehouse-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }

@@ -16,6 +16,10 @@ use crate::bindings::spin::postgres4_0_0::postgres::{
     Column, DbError, DbValue, Error, Host, HostConnection, ParameterValue, QueryError, RowSet,
 };
 
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a guest waits for a free pooled connection before `open` fails.
+const POOL_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// One pool per database address, shared by every request of every component.
 pub struct PgPools {
     max_size: usize,
@@ -37,11 +41,17 @@ impl PgPools {
         if let Some(pool) = pools.get(address) {
             return Ok(pool.clone());
         }
-        let config: tokio_postgres::Config =
+        let mut config: tokio_postgres::Config =
             address.parse().map_err(|e| Error::ConnectionFailed(format!("invalid address: {e}")))?;
+        // A database that does not answer must become an error the component can report
+        // (503), not a request that hangs.
+        config.connect_timeout(CONNECT_TIMEOUT);
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(self.max_size)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| Error::ConnectionFailed(e.to_string()))?;
         pools.insert(address.to_owned(), pool.clone());
