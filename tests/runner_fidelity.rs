@@ -715,3 +715,68 @@ async fn chunked_post(runner: &Runner, path: &str, len: usize) -> u16 {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no HTTP status from the runner: {response:?}"))
 }
+
+/// Spin lets a handler send its response and keep working; confirm and resume depend on it.
+/// The client must have its 202 long before the work (half a second in the database) lands.
+#[tokio::test]
+async fn a_component_can_answer_first_and_finish_its_work_afterwards() {
+    let runner = start_probe(RunnerOptions::default());
+    let client = gatehouse_tests::db().await.expect("db");
+    let table = unique("after_response");
+    client
+        .batch_execute(&format!("CREATE TABLE {table} (marker text NOT NULL, written_at timestamptz NOT NULL)"))
+        .await
+        .expect("create table");
+
+    let sent = std::time::Instant::now();
+    let response = http()
+        .get(runner.url(&format!("/after-response?table={table}&marker=m1")))
+        .send()
+        .await
+        .expect("request");
+    let answered = sent.elapsed();
+    assert_eq!(response.status().as_u16(), 202);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["accepted"], true);
+    assert!(answered < std::time::Duration::from_millis(400), "answered after {answered:?}, before the work");
+    let count_sql = format!("SELECT count(*) FROM {table} WHERE marker = 'm1'");
+    let count = || async { client.query_one(&count_sql, &[]).await.expect("count").get::<_, i64>(0) };
+    assert_eq!(count().await, 0, "the work has not landed when the response arrives");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while count().await == 0 {
+        assert!(std::time::Instant::now() < deadline, "the work after the response never landed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let finished = sent.elapsed();
+    assert!(finished >= std::time::Duration::from_millis(500), "the work ran for its half second: {finished:?}");
+    client.batch_execute(&format!("DROP TABLE {table}")).await.expect("drop");
+}
+
+/// A component's stdout and stderr reach the runner's log, one line each, tagged with it.
+#[tokio::test]
+async fn guest_output_is_logged_tagged_with_its_component() {
+    let runner = start_probe(RunnerOptions::default());
+    let marker = unique("said");
+    let (status, _) = get(&runner, &format!("/static/log?message={marker}")).await;
+    assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (stdout, stderr) = loop {
+        let logs = runner.logs();
+        let find = |stream: &str| {
+            logs.iter()
+                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                .find(|line| line["stream"] == stream && line.to_string().contains(&marker))
+        };
+        if let (Some(out), Some(err)) = (find("stdout"), find("stderr")) {
+            break (out, err);
+        }
+        assert!(std::time::Instant::now() < deadline, "guest output not logged: {logs:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(stdout["component"], "probe-wild");
+    assert_eq!(stdout["msg"], format!("probe stdout: {marker}"));
+    assert_eq!(stderr["component"], "probe-wild");
+    // A guest line that is JSON stays structured.
+    assert_eq!(stderr["guest"]["probe_stderr"], marker.as_str());
+}
