@@ -55,26 +55,32 @@ pub struct Runner {
     logs: Arc<Mutex<Vec<String>>>,
 }
 
+/// `gatehouse up` on a free port against the test database, with the test token.
+fn up_command(manifest: &Path, options: &RunnerOptions) -> Command {
+    let mut command = Command::new(gatehouse_bin());
+    command
+        .arg("up")
+        .arg("--manifest")
+        .arg(manifest)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("DATABASE_URL", database_url())
+        .env("GATEHOUSE_STATE_DIR", shared_state_dir())
+        .env("SPIN_VARIABLE_API_TOKEN", TOKEN)
+        .args(&options.extra_args)
+        .stdin(Stdio::null());
+    for (name, value) in &options.variables {
+        command.arg("--variable").arg(format!("{name}={value}"));
+    }
+    for (key, value) in &options.env {
+        command.env(key, value);
+    }
+    command
+}
+
 impl Runner {
     pub fn start(manifest: &Path, options: RunnerOptions) -> Result<Runner> {
-        let mut command = Command::new(gatehouse_bin());
-        command
-            .arg("up")
-            .arg("--manifest")
-            .arg(manifest)
-            .args(["--listen", "127.0.0.1:0"])
-            .env("DATABASE_URL", database_url())
-            .env("GATEHOUSE_STATE_DIR", shared_state_dir())
-            .env("SPIN_VARIABLE_API_TOKEN", TOKEN)
-            .args(&options.extra_args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (name, value) in &options.variables {
-            command.arg("--variable").arg(format!("{name}={value}"));
-        }
-        for (key, value) in &options.env {
-            command.env(key, value);
-        }
+        let mut command = up_command(manifest, &options);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = command.spawn().with_context(|| format!("spawning {}", gatehouse_bin().display()))?;
         let logs = Arc::new(Mutex::new(Vec::new()));
         let stderr = child.stderr.take().context("no stderr")?;
@@ -125,23 +131,7 @@ impl Drop for Runner {
 
 /// Runs `gatehouse up` expecting it to fail at start-up; returns its exit status and stderr.
 pub fn start_expecting_failure(manifest: &Path, options: RunnerOptions) -> Result<(std::process::ExitStatus, String)> {
-    let mut command = Command::new(gatehouse_bin());
-    command
-        .arg("up")
-        .arg("--manifest")
-        .arg(manifest)
-        .args(["--listen", "127.0.0.1:0"])
-        .env("DATABASE_URL", database_url())
-        .env("GATEHOUSE_STATE_DIR", shared_state_dir())
-        .env("SPIN_VARIABLE_API_TOKEN", TOKEN)
-        .stdin(Stdio::null());
-    for (name, value) in &options.variables {
-        command.arg("--variable").arg(format!("{name}={value}"));
-    }
-    for (key, value) in &options.env {
-        command.env(key, value);
-    }
-    let output = command.output()?;
+    let output = up_command(manifest, &options).output()?;
     Ok((output.status, String::from_utf8_lossy(&output.stderr).into_owned()))
 }
 

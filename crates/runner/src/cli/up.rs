@@ -103,6 +103,9 @@ async fn listen(args: &UpArgs, database: &Database, state_dir: PathBuf) -> Resul
         max_body_bytes: args.max_body_bytes,
         pg_pool_size: args.pg_pool_size,
     })?;
+    let mut components: Vec<&str> = app.component_ids().collect();
+    components.sort_unstable();
+    crate::log::info("application loaded", serde_json::json!({"application": app.name(), "components": components}));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
