@@ -780,3 +780,33 @@ async fn guest_output_is_logged_tagged_with_its_component() {
     // A guest line that is JSON stays structured.
     assert_eq!(stderr["guest"]["probe_stderr"], marker.as_str());
 }
+
+/// Ctrl-C stops new requests but lets a guest finish the work it went on with after
+/// answering, so a confirmed call is not cut off mid-way by a restart.
+#[tokio::test]
+async fn shutdown_lets_work_after_a_response_finish() {
+    let mut runner = start_probe(RunnerOptions::default());
+    let client = gatehouse_tests::db().await.expect("db");
+    let table = unique("drained");
+    client
+        .batch_execute(&format!("CREATE TABLE {table} (marker text NOT NULL, written_at timestamptz NOT NULL)"))
+        .await
+        .expect("create table");
+    let response = http()
+        .get(runner.url(&format!("/after-response?table={table}&marker=m1")))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status().as_u16(), 202);
+
+    let exit = runner.interrupt_and_wait().expect("runner exits");
+    assert!(exit.success(), "clean exit on Ctrl-C: {exit}");
+    let landed: i64 =
+        client.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count").get(0);
+    assert_eq!(landed, 1, "the work begun before Ctrl-C finished before the runner exited");
+    assert!(
+        runner.logs().iter().any(|l| l.contains("shutting down")),
+        "the runner says it is shutting down"
+    );
+    client.batch_execute(&format!("DROP TABLE {table}")).await.expect("drop");
+}

@@ -116,6 +116,15 @@ impl Runner {
         format!("{}{}", self.base_url, path)
     }
 
+    /// Sends SIGINT, as Ctrl-C does, and waits for the runner to exit.
+    pub fn interrupt_and_wait(&mut self) -> Result<std::process::ExitStatus> {
+        let sent = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status()?;
+        if !sent.success() {
+            bail!("could not signal the runner");
+        }
+        Ok(self.child.wait()?)
+    }
+
     /// The runner's log lines so far.
     pub fn logs(&self) -> Vec<String> {
         self.logs.lock().map(|l| l.clone()).unwrap_or_default()

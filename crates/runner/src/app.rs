@@ -40,6 +40,9 @@ struct LoadedComponent {
 
 pub struct App {
     name: String,
+    /// Every guest run, including work a guest goes on with after answering, so shutdown can
+    /// let it finish instead of cutting it off.
+    guests: tokio_util::task::TaskTracker,
     router: Router,
     components: HashMap<String, LoadedComponent>,
     pg: Arc<PgPools>,
@@ -88,12 +91,19 @@ impl App {
         let name = manifest.application.name.clone();
         Ok(Arc::new_cyclic(|this| App {
             name,
+            guests: tokio_util::task::TaskTracker::new(),
             router,
             components,
             pg: Arc::new(PgPools::new(config.pg_pool_size)),
             max_body_bytes: config.max_body_bytes,
             this: this.clone(),
         }))
+    }
+
+    /// Waits up to `grace` for running guests to finish; true if they all did.
+    pub async fn drain(&self, grace: std::time::Duration) -> bool {
+        self.guests.close();
+        tokio::time::timeout(grace, self.guests.wait()).await.is_ok()
     }
 
     pub fn name(&self) -> &str {
@@ -161,7 +171,7 @@ impl App {
         let id = component.runtime.id.clone();
         // The guest runs in its own task so it can keep working after it has sent its response,
         // as Spin allows; the store lives as long as that task.
-        let task = tokio::task::spawn(async move {
+        let task = self.guests.spawn(async move {
             let proxy = pre.instantiate_async(&mut store).await?;
             proxy.wasi_http_incoming_handler().call_handle(&mut store, incoming, outparam).await?;
             anyhow::Ok(())

@@ -38,19 +38,31 @@ pub async fn run(args: UpArgs) -> Result<()> {
     running.stop().await
 }
 
+/// How long shutdown waits for guests still working (say, a confirmed call being executed).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A serving application and the database under it.
 pub struct Running {
     pub address: SocketAddr,
     pub database_url: String,
+    app: std::sync::Arc<App>,
     database: Database,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<Result<()>>,
 }
 
 impl Running {
+    /// Stops accepting requests, lets running guests finish (within a grace period), then
+    /// stops the embedded database, so no work is cut off from the database mid-way.
     pub async fn stop(self) -> Result<()> {
         let _ = self.stop.send(());
         let served = self.server.await.context("server task")?;
+        if !self.app.drain(SHUTDOWN_GRACE).await {
+            crate::log::warn(
+                "guests still running at shutdown were stopped",
+                serde_json::json!({"grace_seconds": SHUTDOWN_GRACE.as_secs()}),
+            );
+        }
         let stopped = self.database.stop();
         served.and(stopped)
     }
@@ -64,10 +76,10 @@ pub async fn start(args: &UpArgs) -> Result<Running> {
         Ok((app, listener)) => {
             let address = listener.local_addr()?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let server = tokio::spawn(crate::server::serve(app, listener, async {
+            let server = tokio::spawn(crate::server::serve(app.clone(), listener, async {
                 let _ = stopped.await;
             }));
-            Ok(Running { address, database_url: database.url.clone(), database, stop, server })
+            Ok(Running { address, database_url: database.url.clone(), app, database, stop, server })
         }
         Err(e) => {
             // Leave no embedded server running behind a failed start.
