@@ -43,12 +43,7 @@ async fn database_down_gives_503_with_retry_after() {
     assert_eq!(body["status"], "degraded");
     assert_eq!(body["database"], "unavailable");
 
-    let response = http()
-        .get(runner.url("/voice-tools/context/any"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .expect("request");
+    let response = http().get(runner.url("/voice-tools/context/any")).bearer_auth(TOKEN).send().await.expect("request");
     assert_eq!(response.status(), 503);
     assert!(response.headers().contains_key("retry-after"));
     let body: Value = response.json().await.expect("json");
@@ -222,7 +217,8 @@ async fn scripts_up_serves_from_a_fresh_state_folder_and_stops_cleanly() {
         .expect("scripts/up starts");
     let stdout = child.stdout.take().expect("stdout");
     let stderr = child.stderr.take().expect("stderr");
-    let err_lines = std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>());
+    let err_lines =
+        std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -244,12 +240,8 @@ async fn scripts_up_serves_from_a_fresh_state_folder_and_stops_cleanly() {
     let response = http().get(format!("{ready}/health")).send().await.expect("health");
     assert_eq!(response.status(), 200);
     // Dev mode: the default token works.
-    let response = http()
-        .get(format!("{ready}/voice-tools/context/s"))
-        .bearer_auth("dev-token")
-        .send()
-        .await
-        .expect("context");
+    let response =
+        http().get(format!("{ready}/voice-tools/context/s")).bearer_auth("dev-token").send().await.expect("context");
     assert_eq!(response.status(), 200);
 
     // SIGINT, as Ctrl-C in a terminal sends. `scripts/up` execs the runner, so it gets it.

@@ -33,7 +33,8 @@ async fn db_start_leaves_a_server_that_db_stop_adopts_and_stops() {
 
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connects");
     tokio::spawn(connection);
-    let row = client.query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[]).await.expect("query");
+    let row =
+        client.query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[]).await.expect("query");
     assert!(!row.get::<_, String>(0).is_empty(), "pgvector is installed");
     drop(client);
 

@@ -3,11 +3,8 @@
 use gatehouse_tests::workspace_root;
 use wasmparser::{Parser, Payload};
 
-const SPIN_INTERFACES: &[&str] = &[
-    "spin:postgres/postgres@4.0.0",
-    "fermyon:spin/variables@2.0.0",
-    "fermyon:spin/llm@2.0.0",
-];
+const SPIN_INTERFACES: &[&str] =
+    &["spin:postgres/postgres@4.0.0", "fermyon:spin/variables@2.0.0", "fermyon:spin/llm@2.0.0"];
 
 fn allowed(import: &str) -> bool {
     SPIN_INTERFACES.contains(&import)
@@ -40,10 +37,9 @@ fn interfaces(wasm: &[u8]) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn application_components_import_only_wasi_0_2_and_spin_interfaces() {
-    let manifest: toml::Table = toml::from_str(
-        &std::fs::read_to_string(workspace_root().join("spin.toml")).expect("spin.toml"),
-    )
-    .expect("valid toml");
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(workspace_root().join("spin.toml")).expect("spin.toml"))
+            .expect("valid toml");
     let components = manifest["component"].as_table().expect("components");
     assert!(!components.is_empty());
     for (id, component) in components {

@@ -729,11 +729,8 @@ async fn a_component_can_answer_first_and_finish_its_work_afterwards() {
         .expect("create table");
 
     let sent = std::time::Instant::now();
-    let response = http()
-        .get(runner.url(&format!("/after-response?table={table}&marker=m1")))
-        .send()
-        .await
-        .expect("request");
+    let response =
+        http().get(runner.url(&format!("/after-response?table={table}&marker=m1"))).send().await.expect("request");
     assert_eq!(response.status().as_u16(), 202);
     let body: Value = response.json().await.expect("json");
     assert_eq!(body["accepted"], true);
@@ -790,21 +787,14 @@ async fn shutdown_lets_work_after_a_response_finish() {
         .batch_execute(&format!("CREATE TABLE {table} (marker text NOT NULL, written_at timestamptz NOT NULL)"))
         .await
         .expect("create table");
-    let response = http()
-        .get(runner.url(&format!("/after-response?table={table}&marker=m1")))
-        .send()
-        .await
-        .expect("request");
+    let response =
+        http().get(runner.url(&format!("/after-response?table={table}&marker=m1"))).send().await.expect("request");
     assert_eq!(response.status().as_u16(), 202);
 
     let exit = runner.interrupt_and_wait().expect("runner exits");
     assert!(exit.success(), "clean exit on Ctrl-C: {exit}");
-    let landed: i64 =
-        client.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count").get(0);
+    let landed: i64 = client.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count").get(0);
     assert_eq!(landed, 1, "the work begun before Ctrl-C finished before the runner exited");
-    assert!(
-        runner.logs().iter().any(|l| l.contains("shutting down")),
-        "the runner says it is shutting down"
-    );
+    assert!(runner.logs().iter().any(|l| l.contains("shutting down")), "the runner says it is shutting down");
     client.batch_execute(&format!("DROP TABLE {table}")).await.expect("drop");
 }

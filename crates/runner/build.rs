@@ -19,24 +19,15 @@ fn main() -> Result<()> {
 
     let sdk_wit = spin_sdk_wit_dir(&workspace)?;
     let mut resolve = Resolve::default();
-    resolve
-        .push_dir(&sdk_wit)
-        .with_context(|| format!("parsing spin-sdk WIT at {}", sdk_wit.display()))?;
+    resolve.push_dir(&sdk_wit).with_context(|| format!("parsing spin-sdk WIT at {}", sdk_wit.display()))?;
     let package = resolve.push_file(&host_wit)?;
     let world = resolve.select_world(&[package], Some("spin-host"))?;
 
     let mut imports = FunctionConfig::new();
     imports.push(FunctionFilter::Default, FunctionFlags::ASYNC);
-    let mut opts = Opts {
-        imports,
-        anyhow: true,
-        ..Opts::default()
-    };
+    let mut opts = Opts { imports, anyhow: true, ..Opts::default() };
     // The guest's `connection` handle is backed by a pooled client held in the resource table.
-    opts.with.insert(
-        "spin:postgres/postgres.connection".into(),
-        "crate::host::PgConnection".into(),
-    );
+    opts.with.insert("spin:postgres/postgres.connection".into(), "crate::host::PgConnection".into());
     let code = opts.generate(&mut resolve, world)?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?).join("spin_host.rs");
     std::fs::write(&out, code)?;

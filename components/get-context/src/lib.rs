@@ -25,19 +25,11 @@ struct ContextResponse<'a> {
 fn handle(req: Request) -> Result<Response, ApiError> {
     gatehouse_http::require_method(&req, Method::Get)?;
     gatehouse_http::require_bearer(&req)?;
-    let session_id =
-        SessionId::parse(&gatehouse_http::path_param(&req, "session")?).map_err(|e| {
-            ApiError::invalid_input("The session id in the address is not valid.")
-                .with_field("session_id", e.to_string())
-        })?;
+    let session_id = SessionId::parse(&gatehouse_http::path_param(&req, "session")?).map_err(|e| {
+        ApiError::invalid_input("The session id in the address is not valid.").with_field("session_id", e.to_string())
+    })?;
 
     let db = gatehouse_http::open_db()?;
     let view = gatehouse_store::session_context_view(&db, &session_id)?;
-    Ok(gatehouse_http::json_response(
-        200,
-        &ContextResponse {
-            session_id: &session_id,
-            view,
-        },
-    ))
+    Ok(gatehouse_http::json_response(200, &ContextResponse { session_id: &session_id, view }))
 }

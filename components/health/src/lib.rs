@@ -15,18 +15,13 @@ async fn entry(req: IncomingRequest) -> Response {
 fn handle(req: Request) -> Result<Response, ApiError> {
     gatehouse_http::require_method(&req, Method::Get)?;
     match check_database() {
-        Ok(()) => Ok(gatehouse_http::json_response(
-            200,
-            &json!({"status": "ok", "database": "ok"}),
-        )),
+        Ok(()) => Ok(gatehouse_http::json_response(200, &json!({"status": "ok", "database": "ok"}))),
         Err(error) => {
             // A degraded health check is an answer, not a failure of this route; the
             // cause still goes to the operator's log.
             gatehouse_http::log_error(&error);
-            let mut response = gatehouse_http::json_response(
-                503,
-                &json!({"status": "degraded", "database": "unavailable"}),
-            );
+            let mut response =
+                gatehouse_http::json_response(503, &json!({"status": "degraded", "database": "unavailable"}));
             response.set_header("retry-after", gatehouse_http::RETRY_AFTER_SECONDS);
             Ok(response)
         }

@@ -81,10 +81,7 @@ pub struct FieldProblem {
 
 impl FieldProblem {
     pub fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            problem: problem.into(),
-        }
+        Self { field: field.into(), problem: problem.into() }
     }
 }
 
@@ -162,29 +159,21 @@ impl ApiError {
     /// `allow` is the value of the `Allow` header, e.g. `"GET"` or `"GET, POST"`.
     pub fn method_not_allowed(allow: impl Into<String>) -> Self {
         let allow = allow.into();
-        let mut error = Self::new(
-            ErrorCode::MethodNotAllowed,
-            format!("This address only accepts {allow} requests."),
-        );
+        let mut error = Self::new(ErrorCode::MethodNotAllowed, format!("This address only accepts {allow} requests."));
         error.allow = Some(allow);
         error
     }
 
     /// 409: the call exists but is not in a state that allows the operation.
     pub fn invalid_state(message: impl Into<String>, id: ToolCallId, current: Status) -> Self {
-        Self::new(ErrorCode::InvalidState, message)
-            .with_tool_call_id(id)
-            .with_call_status(current)
+        Self::new(ErrorCode::InvalidState, message).with_tool_call_id(id).with_call_status(current)
     }
 
     /// 410: the call timed out before anyone acted on it; it will never run.
     pub fn expired(id: ToolCallId) -> Self {
-        Self::new(
-            ErrorCode::Expired,
-            "That request has expired, so nothing was done.",
-        )
-        .with_tool_call_id(id)
-        .with_call_status(Status::Expired)
+        Self::new(ErrorCode::Expired, "That request has expired, so nothing was done.")
+            .with_tool_call_id(id)
+            .with_call_status(Status::Expired)
     }
 
     pub fn invalid_input(message: impl Into<String>) -> Self {
@@ -200,18 +189,12 @@ impl ApiError {
     pub fn payload_too_large(limit_bytes: usize) -> Self {
         Self::new(
             ErrorCode::PayloadTooLarge,
-            format!(
-                "The request body is larger than the limit of {} KiB.",
-                limit_bytes / 1024
-            ),
+            format!("The request body is larger than the limit of {} KiB.", limit_bytes / 1024),
         )
     }
 
     pub fn unsupported_media_type() -> Self {
-        Self::new(
-            ErrorCode::UnsupportedMediaType,
-            "The request body must be JSON.",
-        )
+        Self::new(ErrorCode::UnsupportedMediaType, "The request body must be JSON.")
     }
 
     pub fn database_unavailable() -> Self {
@@ -222,10 +205,7 @@ impl ApiError {
     }
 
     pub fn internal() -> Self {
-        Self::new(
-            ErrorCode::Internal,
-            "Something went wrong on our side. Please try again.",
-        )
+        Self::new(ErrorCode::Internal, "Something went wrong on our side. Please try again.")
     }
 }
 
@@ -245,11 +225,7 @@ mod tests {
 
     #[test]
     fn state_errors_have_the_seed_compatible_flat_shape() {
-        let error = ApiError::invalid_state(
-            "Cannot confirm non-pending tool call",
-            id(),
-            Status::Completed,
-        );
+        let error = ApiError::invalid_state("Cannot confirm non-pending tool call", id(), Status::Completed);
         assert_eq!(
             to_json(&error),
             json!({
@@ -265,10 +241,7 @@ mod tests {
     #[test]
     fn optional_extras_are_omitted_when_absent() {
         let error = ApiError::unauthorized();
-        assert_eq!(
-            to_json(&error),
-            json!({"error": "A valid API token is required.", "code": "unauthorized"})
-        );
+        assert_eq!(to_json(&error), json!({"error": "A valid API token is required.", "code": "unauthorized"}));
     }
 
     #[test]
@@ -332,10 +305,7 @@ mod tests {
     #[test]
     fn serialized_codes_match_as_str() {
         for code in ErrorCode::ALL {
-            assert_eq!(
-                serde_json::to_value(code).ok(),
-                Some(Value::from(code.as_str()))
-            );
+            assert_eq!(serde_json::to_value(code).ok(), Some(Value::from(code.as_str())));
         }
     }
 
@@ -349,9 +319,6 @@ mod tests {
 
     #[test]
     fn display_is_the_spoken_sentence() {
-        assert_eq!(
-            ApiError::internal().to_string(),
-            "Something went wrong on our side. Please try again."
-        );
+        assert_eq!(ApiError::internal().to_string(), "Something went wrong on our side. Please try again.");
     }
 }

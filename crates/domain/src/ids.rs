@@ -30,18 +30,10 @@ pub struct ToolCallId(String);
 
 impl ToolCallId {
     pub fn parse(value: &str) -> Result<Self, InvalidId> {
-        let hex = value
-            .strip_prefix(TOOL_CALL_PREFIX)
-            .ok_or(InvalidId::ToolCall)?;
-        let well_formed = hex.len() == TOOL_CALL_HEX_LEN
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if well_formed {
-            Ok(Self(value.to_owned()))
-        } else {
-            Err(InvalidId::ToolCall)
-        }
+        let hex = value.strip_prefix(TOOL_CALL_PREFIX).ok_or(InvalidId::ToolCall)?;
+        let well_formed =
+            hex.len() == TOOL_CALL_HEX_LEN && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if well_formed { Ok(Self(value.to_owned())) } else { Err(InvalidId::ToolCall) }
     }
 
     /// Builds an id from 6 random bytes. The caller supplies the randomness so that this
@@ -135,10 +127,7 @@ mod tests {
     #[test]
     fn accepts_well_formed_tool_call_ids() {
         for id in ["tc_0123456789ab", "tc_000000000000", "tc_ffffffffffff"] {
-            assert_eq!(
-                ToolCallId::parse(id).map(|id| id.to_string()),
-                Ok(id.to_owned())
-            );
+            assert_eq!(ToolCallId::parse(id).map(|id| id.to_string()), Ok(id.to_owned()));
         }
     }
 
@@ -184,13 +173,7 @@ mod tests {
         assert!(SessionId::parse("sess_abc123").is_ok());
         assert!(SessionId::parse(&"é".repeat(MAX_SESSION_ID_LEN)).is_ok());
         assert_eq!(SessionId::parse(""), Err(InvalidId::EmptySession));
-        assert_eq!(
-            SessionId::parse(&"a".repeat(MAX_SESSION_ID_LEN + 1)),
-            Err(InvalidId::SessionTooLong)
-        );
-        assert_eq!(
-            SessionId::parse("a\u{0}b"),
-            Err(InvalidId::SessionControlCharacter)
-        );
+        assert_eq!(SessionId::parse(&"a".repeat(MAX_SESSION_ID_LEN + 1)), Err(InvalidId::SessionTooLong));
+        assert_eq!(SessionId::parse("a\u{0}b"), Err(InvalidId::SessionControlCharacter));
     }
 }

@@ -71,10 +71,7 @@ impl FromStr for Status {
     /// Exact, upper-case match only: the database never stores any other spelling, so
     /// anything else signals a bug rather than a value worth normalizing.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Status::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| ParseStatusError(s.to_owned()))
+        Status::ALL.into_iter().find(|status| status.as_str() == s).ok_or_else(|| ParseStatusError(s.to_owned()))
     }
 }
 
@@ -109,10 +106,7 @@ mod tests {
 
     #[test]
     fn serde_uses_the_database_spelling() {
-        assert_eq!(
-            serde_json::to_string(&Status::Cancelled).ok().as_deref(),
-            Some("\"CANCELLED\"")
-        );
+        assert_eq!(serde_json::to_string(&Status::Cancelled).ok().as_deref(), Some("\"CANCELLED\""));
         let parsed: Result<Status, _> = serde_json::from_str("\"PREPARED\"");
         assert_eq!(parsed.ok(), Some(Status::Prepared));
     }
@@ -122,14 +116,8 @@ mod tests {
     fn migration_check_constraint_lists_exactly_these_statuses() {
         let sql = include_str!("../../../migrations/V1__tool_calls.sql");
         for status in Status::ALL {
-            assert!(
-                sql.contains(&format!("'{}'", status.as_str())),
-                "{status} missing from V1"
-            );
+            assert!(sql.contains(&format!("'{}'", status.as_str())), "{status} missing from V1");
         }
-        assert!(
-            !sql.contains("'MODIFIED'"),
-            "MODIFIED must never be a stored status"
-        );
+        assert!(!sql.contains("'MODIFIED'"), "MODIFIED must never be a stored status");
     }
 }

@@ -34,9 +34,7 @@ pub(crate) fn for_server() -> Result<Option<Account>> {
     let why = failure.unwrap_or_else(|| "useradd succeeded but the user is not visible".into());
     match lookup(FALLBACK_USER)? {
         Some(account) => {
-            eprintln!(
-                "gatehouse: running PostgreSQL as {FALLBACK_USER} (could not create user {USER}: {why})"
-            );
+            eprintln!("gatehouse: running PostgreSQL as {FALLBACK_USER} (could not create user {USER}: {why})");
             Ok(Some(account))
         }
         None => Err(Error::NoUnprivilegedUser {
@@ -46,30 +44,17 @@ pub(crate) fn for_server() -> Result<Option<Account>> {
 }
 
 fn lookup(name: &str) -> Result<Option<Account>> {
-    let user = User::from_name(name).map_err(|errno| Error::NoUnprivilegedUser {
-        detail: format!("looking up user {name}: {errno}"),
-    })?;
-    Ok(user.map(|u| Account {
-        name: u.name,
-        uid: u.uid.as_raw(),
-        gid: u.gid.as_raw(),
-    }))
+    let user = User::from_name(name)
+        .map_err(|errno| Error::NoUnprivilegedUser { detail: format!("looking up user {name}: {errno}") })?;
+    Ok(user.map(|u| Account { name: u.name, uid: u.uid.as_raw(), gid: u.gid.as_raw() }))
 }
 
 fn create_user() -> std::result::Result<(), String> {
     // Root's PATH does not always include the sbin directories (e.g. `su` without `-`).
-    let program = ["/usr/sbin/useradd", "/sbin/useradd"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .unwrap_or("useradd");
+    let program =
+        ["/usr/sbin/useradd", "/sbin/useradd"].into_iter().find(|p| Path::new(p).is_file()).unwrap_or("useradd");
     let output = Command::new(program)
-        .args([
-            "--system",
-            "--no-create-home",
-            "--shell",
-            "/usr/sbin/nologin",
-            USER,
-        ])
+        .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
         .output()
         .map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => "useradd is not available".to_string(),
@@ -78,10 +63,6 @@ fn create_user() -> std::result::Result<(), String> {
     if output.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "useradd {}: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
+        Err(format!("useradd {}: {}", output.status, String::from_utf8_lossy(&output.stderr).trim()))
     }
 }

@@ -43,11 +43,7 @@ impl Tools<'_> {
 
     /// Runs to completion; a non-zero exit becomes an error carrying the tool's own words.
     pub fn run(&self, mut cmd: Command, stdin: Option<&str>, hint: &str) -> Result<Output> {
-        let tool = Path::new(cmd.get_program())
-            .file_name()
-            .unwrap_or(OsStr::new("?"))
-            .to_string_lossy()
-            .into_owned();
+        let tool = Path::new(cmd.get_program()).file_name().unwrap_or(OsStr::new("?")).to_string_lossy().into_owned();
         let program = Path::new(cmd.get_program()).display().to_string();
         let spawn_error = |e: std::io::Error| Error::Tool {
             tool: tool.clone(),
@@ -73,12 +69,7 @@ impl Tools<'_> {
         if output.status.success() {
             return Ok(output);
         }
-        Err(Error::Tool {
-            tool,
-            status: output.status.to_string(),
-            output: words(&output),
-            hint: hint.to_string(),
-        })
+        Err(Error::Tool { tool, status: output.status.to_string(), output: words(&output), hint: hint.to_string() })
     }
 }
 
@@ -86,9 +77,5 @@ impl Tools<'_> {
 pub(crate) fn words(output: &Output) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    [stderr.trim(), stdout.trim()]
-        .into_iter()
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join("\n")
+    [stderr.trim(), stdout.trim()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n")
 }

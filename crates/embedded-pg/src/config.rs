@@ -19,10 +19,8 @@ pub(crate) fn write(data_dir: &Path, port: u16) -> Result<()> {
     let conf = data_dir.join("postgresql.conf");
     let text = fs::read_to_string(&conf).map_err(Error::io("read", &conf))?;
     if !text.lines().any(|line| line.trim() == INCLUDE) {
-        let appended = format!(
-            "{}\n# Settings managed by gatehouse (rewritten on each start).\n{INCLUDE}\n",
-            text.trim_end()
-        );
+        let appended =
+            format!("{}\n# Settings managed by gatehouse (rewritten on each start).\n{INCLUDE}\n", text.trim_end());
         fs::write(&conf, appended).map_err(Error::io("write", &conf))?;
     }
     let file = data_dir.join(FILE);
@@ -33,11 +31,7 @@ fn settings(data_dir: &Path, port: u16) -> String {
     let dir = data_dir.to_string_lossy();
     // Clients use TCP; the socket only keeps PostgreSQL from needing a system directory
     // (/var/run/postgresql), so it is dropped rather than failing on a deep data directory.
-    let socket_dir = if dir.len() <= MAX_SOCKET_DIR {
-        quote(&dir)
-    } else {
-        quote("")
-    };
+    let socket_dir = if dir.len() <= MAX_SOCKET_DIR { quote(&dir) } else { quote("") };
     format!(
         "# Written by gatehouse on every start; changes here are overwritten.\n\
          listen_addresses = '127.0.0.1'\n\
@@ -75,8 +69,6 @@ mod tests {
     fn drops_the_socket_when_the_path_is_too_long() {
         let deep = format!("/{}", "d".repeat(120));
         assert!(settings(Path::new(&deep), 5432).contains("unix_socket_directories = ''\n"));
-        assert!(
-            settings(Path::new("/short"), 5432).contains("unix_socket_directories = '/short'\n")
-        );
+        assert!(settings(Path::new("/short"), 5432).contains("unix_socket_directories = '/short'\n"));
     }
 }

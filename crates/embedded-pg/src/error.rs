@@ -34,32 +34,19 @@ pub enum Error {
     },
 
     #[error("{tool} failed ({status}): {output}\n{hint}")]
-    Tool {
-        tool: String,
-        status: String,
-        output: String,
-        hint: String,
-    },
+    Tool { tool: String, status: String, output: String, hint: String },
 
     #[error(
         "PostgreSQL did not start on {data_dir}; its log ({log}) ends with:\n{tail}\nFix the \
          cause above (or, to start from scratch, remove the data directory: its data is lost)"
     )]
-    StartFailed {
-        data_dir: PathBuf,
-        log: PathBuf,
-        tail: String,
-    },
+    StartFailed { data_dir: PathBuf, log: PathBuf, tail: String },
 
     #[error(
         "a PostgreSQL server is running on {data_dir} (pid {pid}) but does not answer on \
          127.0.0.1:{port}; stop it with `pg_ctl -D {data_dir} stop -m fast` and try again"
     )]
-    Unreachable {
-        data_dir: PathBuf,
-        pid: i32,
-        port: u16,
-    },
+    Unreachable { data_dir: PathBuf, pid: i32, port: u16 },
 
     #[error(
         "PostgreSQL refuses to run as root and no unprivileged user could be found or created \
@@ -72,15 +59,8 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn io(
-        action: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(io::Error) -> Error {
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
         let path = path.into();
-        move |source| Error::Io {
-            action,
-            path,
-            source,
-        }
+        move |source| Error::Io { action, path, source }
     }
 }

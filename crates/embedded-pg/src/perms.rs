@@ -83,8 +83,7 @@ pub(crate) fn hand_over(dir: &Path, account: &Account) -> Result<()> {
 }
 
 fn chown_tree(path: &Path, account: &Account) -> Result<()> {
-    lchown(path, Some(account.uid), Some(account.gid))
-        .map_err(Error::io("change the owner of", path))?;
+    lchown(path, Some(account.uid), Some(account.gid)).map_err(Error::io("change the owner of", path))?;
     let meta = fs::symlink_metadata(path).map_err(Error::io("inspect", path))?;
     if meta.is_dir() {
         for entry in fs::read_dir(path).map_err(Error::io("list", path))? {
@@ -130,11 +129,7 @@ mod tests {
 
     fn account() -> Account {
         // An id no real file here belongs to, so only the "other" class applies.
-        Account {
-            name: "test".into(),
-            uid: 4_000_001,
-            gid: 4_000_001,
-        }
+        Account { name: "test".into(), uid: 4_000_001, gid: 4_000_001 }
     }
 
     #[test]

@@ -72,17 +72,9 @@ mod tests {
 
     #[test]
     fn parses_a_ready_server() {
-        let text =
-            "4242\n/data\n1700000000\n54321\n/data\n127.0.0.1\n  1234567   98304\nready   \n";
+        let text = "4242\n/data\n1700000000\n54321\n/data\n127.0.0.1\n  1234567   98304\nready   \n";
         let pid = parse(text);
-        assert_eq!(
-            pid,
-            PostmasterPid {
-                pid: 4242,
-                port: 54321,
-                status: "ready".into()
-            }
-        );
+        assert_eq!(pid, PostmasterPid { pid: 4242, port: 54321, status: "ready".into() });
     }
 
     #[test]

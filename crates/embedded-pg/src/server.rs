@@ -119,11 +119,7 @@ impl EmbeddedPostgres {
     }
 
     fn tools(&self) -> Tools<'_> {
-        Tools {
-            install: &self.install,
-            account: self.account.as_ref(),
-            data_dir: &self.data_dir,
-        }
+        Tools { install: &self.install, account: self.account.as_ref(), data_dir: &self.data_dir }
     }
 
     fn reuse_running(&mut self) -> Result<bool> {
@@ -161,11 +157,7 @@ impl EmbeddedPostgres {
         let deadline = Instant::now() + WAIT;
         while pidfile::is_alive(pid) {
             if Instant::now() > deadline {
-                return Err(Error::Unreachable {
-                    data_dir: self.data_dir.clone(),
-                    pid,
-                    port,
-                });
+                return Err(Error::Unreachable { data_dir: self.data_dir.clone(), pid, port });
             }
             sleep(Duration::from_millis(50));
         }
@@ -177,11 +169,7 @@ impl EmbeddedPostgres {
         const NO_RESPONSE: i32 = 2;
         let tools = self.tools();
         let deadline = Instant::now() + WAIT;
-        let unreachable = || Error::Unreachable {
-            data_dir: self.data_dir.clone(),
-            pid,
-            port: self.port,
-        };
+        let unreachable = || Error::Unreachable { data_dir: self.data_dir.clone(), pid, port: self.port };
         loop {
             // pg_isready answers at once, also while the server is starting or recovering.
             let mut cmd = tools.command("pg_isready");
@@ -193,10 +181,7 @@ impl EmbeddedPostgres {
             // A server that reports itself ready has opened its sockets already; silence then
             // means it listens elsewhere (started by hand), and waiting would not help.
             let ready = pidfile::read(&self.data_dir)?.is_some_and(|p| p.status == "ready");
-            if (code == Some(NO_RESPONSE) && ready)
-                || Instant::now() > deadline
-                || !pidfile::is_alive(pid)
-            {
+            if (code == Some(NO_RESPONSE) && ready) || Instant::now() > deadline || !pidfile::is_alive(pid) {
                 return Err(unreachable());
             }
             sleep(Duration::from_millis(100));
@@ -207,12 +192,9 @@ impl EmbeddedPostgres {
         if self.data_dir.join("PG_VERSION").is_file() {
             return Ok(());
         }
-        let mut entries =
-            fs::read_dir(&self.data_dir).map_err(Error::io("list", &self.data_dir))?;
+        let mut entries = fs::read_dir(&self.data_dir).map_err(Error::io("list", &self.data_dir))?;
         if entries.next().is_some() {
-            return Err(Error::NotADataDir {
-                path: self.data_dir.clone(),
-            });
+            return Err(Error::NotADataDir { path: self.data_dir.clone() });
         }
         let tools = self.tools();
         let mut cmd = tools.command("initdb");
@@ -229,11 +211,7 @@ impl EmbeddedPostgres {
         // initdb takes about a second instead of four.
         #[cfg(target_os = "linux")]
         cmd.arg("--sync-method=syncfs");
-        tools.run(
-            cmd,
-            None,
-            "initdb cleaned up after itself; fix the cause above and start again",
-        )?;
+        tools.run(cmd, None, "initdb cleaned up after itself; fix the cause above and start again")?;
         Ok(())
     }
 
@@ -254,12 +232,12 @@ impl EmbeddedPostgres {
 
             let tools = self.tools();
             let mut cmd = tools.command("pg_ctl");
-            cmd.arg("start")
-                .arg("-D")
-                .arg(&self.data_dir)
-                .arg("-l")
-                .arg(&log)
-                .args(["-w", "-s", "-t", &WAIT.as_secs().to_string()]);
+            cmd.arg("start").arg("-D").arg(&self.data_dir).arg("-l").arg(&log).args([
+                "-w",
+                "-s",
+                "-t",
+                &WAIT.as_secs().to_string(),
+            ]);
             let outcome = tools.run(cmd, None, "");
             if outcome.is_ok() {
                 self.port = port;
@@ -267,8 +245,7 @@ impl EmbeddedPostgres {
                 return Ok(());
             }
             let tail = log_tail(&log, log_start);
-            let port_taken =
-                tail.contains("could not bind") || tail.contains("Address already in use");
+            let port_taken = tail.contains("could not bind") || tail.contains("Address already in use");
             if port_taken && attempt < PORT_ATTEMPTS {
                 continue;
             }
@@ -276,11 +253,7 @@ impl EmbeddedPostgres {
                 (true, Err(e)) => e.to_string(),
                 _ => tail,
             };
-            return Err(Error::StartFailed {
-                data_dir: self.data_dir.clone(),
-                log,
-                tail,
-            });
+            return Err(Error::StartFailed { data_dir: self.data_dir.clone(), log, tail });
         }
     }
 
@@ -295,28 +268,14 @@ impl EmbeddedPostgres {
         );
         let tools = self.tools();
         let mut cmd = tools.command("psql");
-        cmd.args([
-            "-X",
-            "-w",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            &self.conninfo("postgres"),
-        ]);
-        let hint = format!(
-            "the server is running; its log is in {}",
-            self.data_dir.join(LOG_DIR).display()
-        );
+        cmd.args(["-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", &self.conninfo("postgres")]);
+        let hint = format!("the server is running; its log is in {}", self.data_dir.join(LOG_DIR).display());
         tools.run(cmd, Some(&script), &hint)?;
         Ok(())
     }
 
     fn conninfo(&self, dbname: &str) -> String {
-        format!(
-            "host={HOST} port={} user={SUPERUSER} dbname={dbname} sslmode=disable connect_timeout=10",
-            self.port
-        )
+        format!("host={HOST} port={} user={SUPERUSER} dbname={dbname} sslmode=disable connect_timeout=10", self.port)
     }
 
     fn give_to_server_user(&self, paths: &[&Path]) -> Result<()> {
@@ -324,8 +283,7 @@ impl EmbeddedPostgres {
             return Ok(());
         };
         for path in paths {
-            lchown(path, Some(account.uid), Some(account.gid))
-                .map_err(Error::io("change the owner of", *path))?;
+            lchown(path, Some(account.uid), Some(account.gid)).map_err(Error::io("change the owner of", *path))?;
         }
         Ok(())
     }

@@ -9,7 +9,6 @@ use std::process::Command;
 use gatehouse_embedded_pg::{EmbeddedPostgres, Error, PgInstall};
 use tokio_postgres::{Client, NoTls};
 
-
 fn install() -> PgInstall {
     let project_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     PgInstall::locate(&project_root).unwrap_or_else(|e| panic!("{e}"))
@@ -20,9 +19,8 @@ fn data_dir(tmp: &tempfile::TempDir) -> PathBuf {
 }
 
 async fn connect(pg: &EmbeddedPostgres) -> Client {
-    let (client, connection) = tokio_postgres::connect(&pg.url(), NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {}: {e}", pg.url()));
+    let (client, connection) =
+        tokio_postgres::connect(&pg.url(), NoTls).await.unwrap_or_else(|e| panic!("connect to {}: {e}", pg.url()));
     tokio::spawn(async move {
         let _ = connection.await;
     });
@@ -30,10 +28,7 @@ async fn connect(pg: &EmbeddedPostgres) -> Client {
 }
 
 async fn setting(client: &Client, name: &str) -> String {
-    let row = client
-        .query_one(&format!("SHOW {name}"), &[])
-        .await
-        .expect("SHOW");
+    let row = client.query_one(&format!("SHOW {name}"), &[]).await.expect("SHOW");
     row.get(0)
 }
 
@@ -44,14 +39,8 @@ fn postmaster_pid(data_dir: &Path) -> Option<i32> {
 
 fn uid_of(pid: i32) -> u32 {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .expect("Uid line");
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .expect("uid")
+    let line = status.lines().find(|l| l.starts_with("Uid:")).expect("Uid line");
+    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("uid")
 }
 
 #[tokio::test]
@@ -64,24 +53,15 @@ async fn serves_pgvector_and_keeps_data_across_restarts() {
 
     let pg = EmbeddedPostgres::start(&install, &dir).expect("first start");
     assert!(!pg.reused() && pg.owns_server());
-    assert_eq!(
-        pg.url(),
-        format!("postgres://postgres@127.0.0.1:{}/gatehouse", pg.port())
-    );
+    assert_eq!(pg.url(), format!("postgres://postgres@127.0.0.1:{}/gatehouse", pg.port()));
     let client = connect(&pg).await;
     let row = client
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'vector'",
-            &[],
-        )
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[])
         .await
         .expect("pgvector is installed");
     let version: String = row.get(0);
     assert!(!version.is_empty());
-    let row = client
-        .query_one("SELECT '[1,2,3]'::vector <-> '[1,2,4]'::vector", &[])
-        .await
-        .expect("vector op");
+    let row = client.query_one("SELECT '[1,2,3]'::vector <-> '[1,2,4]'::vector", &[]).await.expect("vector op");
     assert_eq!(row.get::<_, f64>(0), 1.0);
 
     assert_eq!(setting(&client, "fsync").await, "on");
@@ -98,33 +78,19 @@ async fn serves_pgvector_and_keeps_data_across_restarts() {
     }
 
     client
-        .batch_execute(
-            "CREATE TABLE kept (note text); INSERT INTO kept VALUES ('survives a restart')",
-        )
+        .batch_execute("CREATE TABLE kept (note text); INSERT INTO kept VALUES ('survives a restart')")
         .await
         .expect("write");
     drop(client);
     pg.stop().expect("stop");
-    assert!(
-        postmaster_pid(&dir).is_none(),
-        "stopped server left its pid file"
-    );
-    let logs: Vec<_> = fs::read_dir(dir.join("log"))
-        .expect("log dir")
-        .flatten()
-        .collect();
-    assert!(
-        logs.iter()
-            .any(|e| e.file_name().to_string_lossy().starts_with("postgresql-"))
-    );
+    assert!(postmaster_pid(&dir).is_none(), "stopped server left its pid file");
+    let logs: Vec<_> = fs::read_dir(dir.join("log")).expect("log dir").flatten().collect();
+    assert!(logs.iter().any(|e| e.file_name().to_string_lossy().starts_with("postgresql-")));
 
     let pg = EmbeddedPostgres::start(&install, &dir).expect("second start");
     assert!(!pg.reused());
     let client = connect(&pg).await;
-    let row = client
-        .query_one("SELECT note FROM kept", &[])
-        .await
-        .expect("data persisted");
+    let row = client.query_one("SELECT note FROM kept", &[]).await.expect("data persisted");
     assert_eq!(row.get::<_, String>(0), "survives a restart");
     drop(client);
     pg.stop().expect("stop again");
@@ -139,18 +105,12 @@ async fn attaches_to_a_server_that_is_already_running() {
 
     let second = EmbeddedPostgres::start(&install, &dir).expect("attach");
     assert!(second.reused());
-    assert!(
-        !second.owns_server(),
-        "the starter is alive, so it keeps ownership"
-    );
+    assert!(!second.owns_server(), "the starter is alive, so it keeps ownership");
     assert_eq!(second.port(), first.port());
     drop(second);
 
     let client = connect(&first).await;
-    client
-        .query_one("SELECT 1", &[])
-        .await
-        .expect("still up after the guest let go");
+    client.query_one("SELECT 1", &[]).await.expect("still up after the guest let go");
     drop(client);
     first.stop().expect("stop");
     assert!(postmaster_pid(&dir).is_none());
@@ -174,10 +134,7 @@ fn starts_over_a_stale_pid_file() {
     };
 
     // A pid reused by an unrelated live process (PostgreSQL alone would refuse to start).
-    let mut unrelated = Command::new("sleep")
-        .arg("60")
-        .spawn()
-        .expect("spawn sleep");
+    let mut unrelated = Command::new("sleep").arg("60").spawn().expect("spawn sleep");
     stale_with_pid(unrelated.id());
     let pg = EmbeddedPostgres::start(&install, &dir).expect("start over a live unrelated pid");
     assert!(!pg.reused());

@@ -7,9 +7,8 @@ use spin_sdk::variables;
 /// Every rejection is the same 401, whatever was wrong, and the token never appears in
 /// a response or a log.
 pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
-    let expected = variables::get("api_token").map_err(|e| {
-        ApiError::internal().with_detail(format!("reading the api_token variable: {e:?}"))
-    })?;
+    let expected = variables::get("api_token")
+        .map_err(|e| ApiError::internal().with_detail(format!("reading the api_token variable: {e:?}")))?;
     // An empty token would let an empty bearer through: fail closed on a misconfiguration.
     if expected.is_empty() {
         return Err(ApiError::internal().with_detail("the api_token variable is empty"));
@@ -19,11 +18,7 @@ pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
         .and_then(|value| value.as_str())
         .and_then(bearer_token)
         .ok_or_else(ApiError::unauthorized)?;
-    if constant_time_eq(presented.as_bytes(), expected.as_bytes()) {
-        Ok(())
-    } else {
-        Err(ApiError::unauthorized())
-    }
+    if constant_time_eq(presented.as_bytes(), expected.as_bytes()) { Ok(()) } else { Err(ApiError::unauthorized()) }
 }
 
 /// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 7235).

@@ -9,9 +9,8 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// Parses a required JSON body.
 pub fn read_json<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
-    read_optional_json(req)?.ok_or_else(|| {
-        ApiError::invalid_input("The request body is empty, but a JSON object is required.")
-    })
+    read_optional_json(req)?
+        .ok_or_else(|| ApiError::invalid_input("The request body is empty, but a JSON object is required."))
 }
 
 /// Parses a JSON body that the client may leave out entirely (e.g. `{reason?}` on cancel).
@@ -21,9 +20,7 @@ pub fn read_optional_json<T: DeserializeOwned>(req: &Request) -> Result<Option<T
         return Ok(None);
     }
     require_json_content_type(req)?;
-    serde_json::from_slice(body)
-        .map(Some)
-        .map_err(describe_json_error)
+    serde_json::from_slice(body).map(Some).map_err(describe_json_error)
 }
 
 /// A missing Content-Type is tolerated because some relays' HTTP clients omit it, and
@@ -32,10 +29,7 @@ fn require_json_content_type(req: &Request) -> Result<(), ApiError> {
     let Some(value) = req.header("content-type") else {
         return Ok(());
     };
-    let media_type = value
-        .as_str()
-        .and_then(|v| v.split(';').next())
-        .map(str::trim);
+    let media_type = value.as_str().and_then(|v| v.split(';').next()).map(str::trim);
     match media_type {
         Some(t) if t.eq_ignore_ascii_case("application/json") => Ok(()),
         Some(t) if t.to_ascii_lowercase().ends_with("+json") => Ok(()),
@@ -47,12 +41,11 @@ fn describe_json_error(error: serde_json::Error) -> ApiError {
     match error.classify() {
         // Well-formed JSON of the wrong shape: serde's message names the field and the
         // expectation, which is exactly what the client needs to fix its request.
-        Category::Data => ApiError::invalid_input(format!(
-            "The request body is not what this endpoint expects: {error}."
-        )),
+        Category::Data => {
+            ApiError::invalid_input(format!("The request body is not what this endpoint expects: {error}."))
+        }
         Category::Syntax | Category::Eof | Category::Io => {
-            ApiError::invalid_input("The request body is not valid JSON.")
-                .with_detail(error.to_string())
+            ApiError::invalid_input("The request body is not valid JSON.").with_detail(error.to_string())
         }
     }
 }
@@ -91,27 +84,16 @@ mod tests {
             Some("application/merge-patch+json"),
             None,
         ] {
-            let parsed: Result<Cancel, _> =
-                read_json(&request(content_type, r#"{"reason":"changed my mind"}"#));
-            assert_eq!(
-                parsed.ok(),
-                Some(Cancel {
-                    reason: Some("changed my mind".into())
-                }),
-                "{content_type:?}"
-            );
+            let parsed: Result<Cancel, _> = read_json(&request(content_type, r#"{"reason":"changed my mind"}"#));
+            assert_eq!(parsed.ok(), Some(Cancel { reason: Some("changed my mind".into()) }), "{content_type:?}");
         }
     }
 
     #[test]
     fn refuses_declared_non_json_bodies() {
-        let parsed: Result<Cancel, _> =
-            read_json(&request(Some("text/plain"), r#"{"reason":"x"}"#));
+        let parsed: Result<Cancel, _> = read_json(&request(Some("text/plain"), r#"{"reason":"x"}"#));
         assert_eq!(code(parsed), Some(ErrorCode::UnsupportedMediaType));
-        let parsed: Result<Cancel, _> = read_json(&request(
-            Some("application/x-www-form-urlencoded"),
-            "reason=x",
-        ));
+        let parsed: Result<Cancel, _> = read_json(&request(Some("application/x-www-form-urlencoded"), "reason=x"));
         assert_eq!(code(parsed), Some(ErrorCode::UnsupportedMediaType));
     }
 
@@ -119,13 +101,9 @@ mod tests {
     fn malformed_or_misshapen_json_is_invalid_input() {
         let parsed: Result<Cancel, _> = read_json(&request(Some("application/json"), "{not json"));
         assert_eq!(code(parsed), Some(ErrorCode::InvalidInput));
-        let parsed: Result<Cancel, _> =
-            read_json(&request(Some("application/json"), r#"{"reason": 5}"#));
+        let parsed: Result<Cancel, _> = read_json(&request(Some("application/json"), r#"{"reason": 5}"#));
         let error = parsed.err();
-        assert_eq!(
-            error.as_ref().map(|e| e.code),
-            Some(ErrorCode::InvalidInput)
-        );
+        assert_eq!(error.as_ref().map(|e| e.code), Some(ErrorCode::InvalidInput));
         assert!(error.is_some_and(|e| e.message.contains("invalid type")));
     }
 

@@ -11,9 +11,7 @@ pub const RETRY_AFTER_SECONDS: &str = "1";
 pub fn json_response(status: u16, body: &impl Serialize) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => json_bytes(status, bytes),
-        Err(e) => error_response(
-            &ApiError::internal().with_detail(format!("serializing a response: {e}")),
-        ),
+        Err(e) => error_response(&ApiError::internal().with_detail(format!("serializing a response: {e}"))),
     }
 }
 
@@ -21,8 +19,7 @@ pub fn json_response(status: u16, body: &impl Serialize) -> Response {
 pub fn error_response(error: &ApiError) -> Response {
     // A static fallback: the error model is plain data, so this branch is unreachable in practice.
     let bytes = serde_json::to_vec(error).unwrap_or_else(|_| {
-        br#"{"error":"Something went wrong on our side. Please try again.","code":"internal"}"#
-            .to_vec()
+        br#"{"error":"Something went wrong on our side. Please try again.","code":"internal"}"#.to_vec()
     });
     let mut response = json_bytes(error.http_status(), bytes);
     match error.code {
@@ -39,11 +36,7 @@ pub fn error_response(error: &ApiError) -> Response {
 }
 
 fn json_bytes(status: u16, bytes: Vec<u8>) -> Response {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(bytes)
-        .build()
+    Response::builder().status(status).header("content-type", "application/json").body(bytes).build()
 }
 
 #[cfg(test)]
@@ -53,10 +46,7 @@ mod tests {
     use super::*;
 
     fn header(response: &Response, name: &str) -> Option<String> {
-        response
-            .header(name)
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
+        response.header(name).and_then(|v| v.as_str()).map(str::to_owned)
     }
 
     fn body(response: &Response) -> serde_json::Value {
@@ -65,17 +55,11 @@ mod tests {
 
     #[test]
     fn errors_become_flat_json_with_their_status() {
-        let error = ApiError::new(
-            ErrorCode::InvalidState,
-            "Cannot confirm non-pending tool call",
-        )
-        .with_call_status(Status::Completed);
+        let error = ApiError::new(ErrorCode::InvalidState, "Cannot confirm non-pending tool call")
+            .with_call_status(Status::Completed);
         let response = error_response(&error);
         assert_eq!(*response.status(), 409);
-        assert_eq!(
-            header(&response, "content-type").as_deref(),
-            Some("application/json")
-        );
+        assert_eq!(header(&response, "content-type").as_deref(), Some("application/json"));
         assert_eq!(
             body(&response),
             serde_json::json!({"error": "Cannot confirm non-pending tool call", "code": "invalid_state", "status": "COMPLETED"})
@@ -84,14 +68,9 @@ mod tests {
 
     #[test]
     fn database_outages_ask_clients_to_retry() {
-        let response = error_response(
-            &ApiError::database_unavailable().with_detail("host=db password=secret"),
-        );
+        let response = error_response(&ApiError::database_unavailable().with_detail("host=db password=secret"));
         assert_eq!(*response.status(), 503);
-        assert_eq!(
-            header(&response, "retry-after").as_deref(),
-            Some(RETRY_AFTER_SECONDS)
-        );
+        assert_eq!(header(&response, "retry-after").as_deref(), Some(RETRY_AFTER_SECONDS));
         assert!(!String::from_utf8_lossy(response.body()).contains("secret"));
     }
 
@@ -99,10 +78,7 @@ mod tests {
     fn auth_and_method_errors_carry_their_headers() {
         let response = error_response(&ApiError::unauthorized());
         assert_eq!(*response.status(), 401);
-        assert_eq!(
-            header(&response, "www-authenticate").as_deref(),
-            Some("Bearer")
-        );
+        assert_eq!(header(&response, "www-authenticate").as_deref(), Some("Bearer"));
         let response = error_response(&ApiError::method_not_allowed("GET"));
         assert_eq!(*response.status(), 405);
         assert_eq!(header(&response, "allow").as_deref(), Some("GET"));

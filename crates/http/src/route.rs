@@ -37,10 +37,7 @@ mod tests {
 
     #[test]
     fn reads_path_parameters_from_spin_headers() {
-        assert_eq!(
-            path_param(&request(Method::Get), "session").ok().as_deref(),
-            Some("sess_1")
-        );
+        assert_eq!(path_param(&request(Method::Get), "session").ok().as_deref(), Some("sess_1"));
         let missing = path_param(&request(Method::Get), "id");
         assert_eq!(missing.err().map(|e| e.code), Some(ErrorCode::Internal));
     }
@@ -49,10 +46,7 @@ mod tests {
     fn other_methods_get_a_405_naming_the_allowed_one() {
         assert!(require_method(&request(Method::Get), Method::Get).is_ok());
         let error = require_method(&request(Method::Post), Method::Get).err();
-        assert_eq!(
-            error.as_ref().map(|e| e.code),
-            Some(ErrorCode::MethodNotAllowed)
-        );
+        assert_eq!(error.as_ref().map(|e| e.code), Some(ErrorCode::MethodNotAllowed));
         assert_eq!(error.and_then(|e| e.allow).as_deref(), Some("GET"));
     }
 }

@@ -39,17 +39,13 @@ async fn read_request(incoming: IncomingRequest, limit: usize) -> Result<Request
         return Err(ApiError::payload_too_large(limit));
     }
     let mut builder = Request::builder();
-    builder
-        .method(incoming.method())
-        .uri(incoming.uri())
-        .headers(headers);
+    builder.method(incoming.method()).uri(incoming.uri()).headers(headers);
 
     let mut body = Vec::new();
     let mut chunks = pin!(incoming.into_body_stream());
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|e| {
-            ApiError::invalid_input("The request body could not be read.")
-                .with_detail(e.to_debug_string())
+            ApiError::invalid_input("The request body could not be read.").with_detail(e.to_debug_string())
         })?;
         if body.len() + chunk.len() > limit {
             return Err(ApiError::payload_too_large(limit));

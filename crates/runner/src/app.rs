@@ -155,7 +155,12 @@ impl App {
         }
     }
 
-    async fn dispatch<B>(&self, route: RouteMatch, mut request: Request<B>, origin: Origin) -> Result<Response<HyperOutgoingBody>>
+    async fn dispatch<B>(
+        &self,
+        route: RouteMatch,
+        mut request: Request<B>,
+        origin: Origin,
+    ) -> Result<Response<HyperOutgoingBody>>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<HttpError>,
@@ -199,19 +204,21 @@ impl App {
 async fn log_guest_end(id: Arc<str>, task: tokio::task::JoinHandle<Result<()>>) {
     match task.await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => crate::log::error("component failed after responding", json!({"component": &*id, "error": format!("{e:#}")})),
-        Err(e) => crate::log::error("component task failed after responding", json!({"component": &*id, "error": e.to_string()})),
+        Ok(Err(e)) => crate::log::error(
+            "component failed after responding",
+            json!({"component": &*id, "error": format!("{e:#}")}),
+        ),
+        Err(e) => crate::log::error(
+            "component task failed after responding",
+            json!({"component": &*id, "error": e.to_string()}),
+        ),
     }
 }
 
 fn set_spin_headers<B>(request: &mut Request<B>, route: &RouteMatch, origin: &Origin) {
     let full_url = {
-        let host = request
-            .headers()
-            .get(http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("localhost")
-            .to_owned();
+        let host =
+            request.headers().get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost").to_owned();
         let path_and_query = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
         format!("http://{host}{path_and_query}")
     };

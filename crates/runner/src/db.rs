@@ -27,8 +27,8 @@ impl Database {
             return Ok(Database { url, embedded: None });
         }
         let install = PgInstall::locate(project_root)?;
-        let server = EmbeddedPostgres::start(&install, &state_dir.join("pgdata"))
-            .context("starting the embedded PostgreSQL")?;
+        let server =
+            EmbeddedPostgres::start(&install, &state_dir.join("pgdata")).context("starting the embedded PostgreSQL")?;
         Ok(Database { url: server.url(), embedded: Some(server) })
     }
 
@@ -81,16 +81,12 @@ const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
 /// Applies every migration not yet applied, each in its own transaction. Several runners may
 /// start at once against one database: an advisory lock lets one migrate while the others wait.
 pub async fn migrate(url: &str) -> Result<Vec<String>> {
-    let (mut client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .context("connecting to the database to migrate")?;
+    let (mut client, connection) =
+        tokio_postgres::connect(url, tokio_postgres::NoTls).await.context("connecting to the database to migrate")?;
     let driver = tokio::spawn(connection);
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
-    let report = embedded::migrations::runner()
-        .set_grouped(false)
-        .run_async(&mut client)
-        .await
-        .context("applying migrations");
+    let report =
+        embedded::migrations::runner().set_grouped(false).run_async(&mut client).await.context("applying migrations");
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
     let report = report?;
     drop(client);

@@ -108,14 +108,10 @@ pub struct BuildDecl {
 
 impl Manifest {
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let manifest = Manifest::parse(&text).map_err(|source| ManifestError::Parse {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ManifestError::Read { path: path.to_owned(), source })?;
+        let manifest =
+            Manifest::parse(&text).map_err(|source| ManifestError::Parse { path: path.to_owned(), source })?;
         manifest.validate()?;
         Ok(manifest)
     }

@@ -124,7 +124,9 @@ fn parse_entry(raw: &str) -> Result<Entry, OutboundError> {
     let port = match port {
         Some("*") => PortPattern::Any,
         Some(p) => match p.split_once("..") {
-            Some((lo, hi)) => PortPattern::Range(lo.parse().map_err(|_| invalid())?, hi.parse().map_err(|_| invalid())?),
+            Some((lo, hi)) => {
+                PortPattern::Range(lo.parse().map_err(|_| invalid())?, hi.parse().map_err(|_| invalid())?)
+            }
             None => {
                 let n = p.parse().map_err(|_| invalid())?;
                 PortPattern::Range(n, n)
@@ -161,7 +163,12 @@ mod tests {
 
     #[test]
     fn wildcards() {
-        let h = hosts(&["http://127.0.0.1:*", "http://*.spin.internal", "*://cache.local:6379", "https://api.test:8000..8010"]);
+        let h = hosts(&[
+            "http://127.0.0.1:*",
+            "http://*.spin.internal",
+            "*://cache.local:6379",
+            "https://api.test:8000..8010",
+        ]);
         assert!(h.allows_url("http://127.0.0.1:3000/callback"));
         assert!(h.allows_url("http://async-executor.spin.internal/run"));
         assert!(!h.allows_url("http://spin.internal/"));

@@ -37,10 +37,7 @@ pub struct RouteMatch {
 
 impl RoutePattern {
     pub fn parse(raw: &str) -> Result<RoutePattern, ManifestError> {
-        let invalid = |reason: &str| ManifestError::Route {
-            route: raw.to_owned(),
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| ManifestError::Route { route: raw.to_owned(), reason: reason.to_owned() };
         if !raw.starts_with('/') {
             return Err(invalid("a route must start with '/'"));
         }
@@ -99,9 +96,10 @@ impl RoutePattern {
     }
 
     fn component_route(&self) -> String {
-        self.raw.strip_suffix("/...").map(str::to_owned).unwrap_or_else(|| {
-            if self.raw == "/..." { String::new() } else { self.raw.clone() }
-        })
+        self.raw
+            .strip_suffix("/...")
+            .map(str::to_owned)
+            .unwrap_or_else(|| if self.raw == "/..." { String::new() } else { self.raw.clone() })
     }
 }
 
@@ -242,11 +240,8 @@ mod tests {
 
     #[test]
     fn private_routes_are_not_public() {
-        let triggers = vec![HttpTrigger {
-            id: None,
-            route: RouteDecl::Private { private: true },
-            component: "executor".into(),
-        }];
+        let triggers =
+            vec![HttpTrigger { id: None, route: RouteDecl::Private { private: true }, component: "executor".into() }];
         let r = Router::new(&triggers).expect("valid");
         assert_eq!(r.route("/"), None);
         assert_eq!(r.route("/executor"), None);

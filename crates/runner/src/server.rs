@@ -34,10 +34,12 @@ pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: impl Future<O
                 let app = app.clone();
                 async move { Ok::<_, std::convert::Infallible>(handle(&app, request, client).await) }
             });
-            if let Err(e) = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service).await {
-                if !e.is_incomplete_message() {
-                    crate::log::warn("connection error", json!({"client": client.to_string(), "error": e.to_string()}));
-                }
+            let served = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service).await;
+            // A client that hangs up mid-request is routine, not worth a warning.
+            if let Err(e) = served
+                && !e.is_incomplete_message()
+            {
+                crate::log::warn("connection error", json!({"client": client.to_string(), "error": e.to_string()}));
             }
         });
     }

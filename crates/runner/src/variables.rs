@@ -117,7 +117,10 @@ impl ResolvedVariables {
     }
 
     /// A component's own variables, with their templates expanded.
-    pub fn for_component(&self, templates: &BTreeMap<String, String>) -> Result<HashMap<String, String>, VariableError> {
+    pub fn for_component(
+        &self,
+        templates: &BTreeMap<String, String>,
+    ) -> Result<HashMap<String, String>, VariableError> {
         templates
             .iter()
             .map(|(name, template)| {

@@ -39,14 +39,8 @@ pub struct PendingCall {
 const SESSION_CONTEXT_VIEW_SQL: &str = include_str!("sql/session_context_view.sql");
 
 /// Reads a session's pending and recent calls in one statement.
-pub fn session_context_view(
-    db: &Connection,
-    session_id: &SessionId,
-) -> Result<ContextView, StoreError> {
-    let rows = db.query(
-        SESSION_CONTEXT_VIEW_SQL,
-        &[ParameterValue::Str(session_id.as_str().to_owned())],
-    )?;
+pub fn session_context_view(db: &Connection, session_id: &SessionId) -> Result<ContextView, StoreError> {
+    let rows = db.query(SESSION_CONTEXT_VIEW_SQL, &[ParameterValue::Str(session_id.as_str().to_owned())])?;
     let value = rows
         .rows
         .first()
@@ -84,13 +78,7 @@ mod tests {
         });
         let view: Result<ContextView, _> = serde_json::from_value(from_db.clone());
         let view = view.map_err(|e| e.to_string());
-        assert_eq!(
-            view.as_ref().map(|v| v.recent[0].status),
-            Ok(Status::Expired)
-        );
-        assert_eq!(
-            view.map(|v| serde_json::to_value(v).ok()),
-            Ok(Some(from_db))
-        );
+        assert_eq!(view.as_ref().map(|v| v.recent[0].status), Ok(Status::Expired));
+        assert_eq!(view.map(|v| serde_json::to_value(v).ok()), Ok(Some(from_db)));
     }
 }

@@ -24,9 +24,7 @@ impl From<PgError> for StoreError {
             PgError::QueryFailed(QueryError::DbError(db)) if is_unavailable(&db.code) => {
                 StoreError::Unavailable(format!("{} ({})", db.message, db.code))
             }
-            PgError::QueryFailed(QueryError::DbError(db)) => {
-                StoreError::Query(format!("{} ({})", db.message, db.code))
-            }
+            PgError::QueryFailed(QueryError::DbError(db)) => StoreError::Query(format!("{} ({})", db.message, db.code)),
             other => StoreError::Query(format!("{other:?}")),
         }
     }
@@ -36,9 +34,7 @@ impl From<PgError> for StoreError {
 /// is wrong": connection exceptions (08), insufficient resources (53, e.g. too many
 /// connections) and shutdown or startup in progress (57P01-57P03).
 fn is_unavailable(sqlstate: &str) -> bool {
-    sqlstate.starts_with("08")
-        || sqlstate.starts_with("53")
-        || matches!(sqlstate, "57P01" | "57P02" | "57P03")
+    sqlstate.starts_with("08") || sqlstate.starts_with("53") || matches!(sqlstate, "57P01" | "57P02" | "57P03")
 }
 
 impl From<StoreError> for ApiError {
@@ -46,9 +42,7 @@ impl From<StoreError> for ApiError {
         let detail = error.to_string();
         match error {
             StoreError::Unavailable(_) => ApiError::database_unavailable().with_detail(detail),
-            StoreError::Query(_) | StoreError::Unexpected(_) => {
-                ApiError::internal().with_detail(detail)
-            }
+            StoreError::Query(_) | StoreError::Unexpected(_) => ApiError::internal().with_detail(detail),
         }
     }
 }

@@ -85,7 +85,9 @@ async fn measure_all(args: &BenchArgs, base: &str, token: &str) -> Result<()> {
             // Warm the connection pool and the components before measuring.
             run_load(&client, &url, auth.then_some(token), concurrency, Duration::from_millis(300)).await?;
             let started = Instant::now();
-            let result = run_load(&client, &url, auth.then_some(token), concurrency, Duration::from_secs_f64(args.seconds)).await?;
+            let result =
+                run_load(&client, &url, auth.then_some(token), concurrency, Duration::from_secs_f64(args.seconds))
+                    .await?;
             let elapsed = started.elapsed().as_secs_f64();
             let h = &result.latency;
             let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
@@ -202,11 +204,8 @@ async fn database_floor(args: &BenchArgs, database_url: &str) -> Result<()> {
         };
         let script = scratch.join(format!("{scenario}.sql"));
         // pgbench reads one statement per line, so comments go and the rest is joined.
-        let one_line: Vec<&str> = sql
-            .lines()
-            .filter(|line| !line.trim_start().starts_with("--"))
-            .flat_map(str::split_whitespace)
-            .collect();
+        let one_line: Vec<&str> =
+            sql.lines().filter(|line| !line.trim_start().starts_with("--")).flat_map(str::split_whitespace).collect();
         std::fs::write(&script, format!("{};\n", one_line.join(" ").trim_end_matches(';')))?;
         for &concurrency in &args.concurrency {
             let output = tokio::process::Command::new(&pgbench)

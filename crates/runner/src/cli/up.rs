@@ -89,7 +89,11 @@ pub async fn start(args: &UpArgs) -> Result<Running> {
     }
 }
 
-async fn listen(args: &UpArgs, database: &Database, state_dir: PathBuf) -> Result<(std::sync::Arc<App>, tokio::net::TcpListener)> {
+async fn listen(
+    args: &UpArgs,
+    database: &Database,
+    state_dir: PathBuf,
+) -> Result<(std::sync::Arc<App>, tokio::net::TcpListener)> {
     if database.is_embedded() {
         crate::log::info("using the embedded PostgreSQL", serde_json::json!({"data": state_dir.join("pgdata")}));
     }

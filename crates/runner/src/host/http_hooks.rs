@@ -20,7 +20,10 @@ pub struct OutboundHooks {
 
 type ResponseFuture = Box<
     dyn Future<
-            Output = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>), HttpError>,
+            Output = Result<
+                (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>),
+                HttpError,
+            >,
         > + Send,
 >;
 

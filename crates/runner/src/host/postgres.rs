@@ -3,6 +3,9 @@
 //! A guest's `connection.open` borrows a connection from the pool for its address and its drop
 //! returns it, so no request pays for a new connection. Statements are prepared once per pooled
 //! connection and cached, so a query costs a single round trip.
+
+// `Error` is the interface's own type, returned by value as the generated bindings require.
+#![allow(clippy::result_large_err)]
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -68,12 +71,7 @@ impl PgPools {
 /// Describes an address without its credentials, for error messages.
 fn redacted(address: &str) -> String {
     match url::Url::parse(address) {
-        Ok(url) => format!(
-            "{}://{}:{}",
-            url.scheme(),
-            url.host_str().unwrap_or(""),
-            url.port().unwrap_or(5432)
-        ),
+        Ok(url) => format!("{}://{}:{}", url.scheme(), url.host_str().unwrap_or(""), url.port().unwrap_or(5432)),
         Err(_) => "the given address".into(),
     }
 }
@@ -118,10 +116,7 @@ fn query_error(e: tokio_postgres::Error) -> Error {
 
 impl HostState {
     fn connection(&self, handle: &Resource<PgConnection>) -> Result<&Object, Error> {
-        self.table
-            .get(handle)
-            .map(|c| &c.client)
-            .map_err(|e| Error::Other(format!("invalid connection handle: {e}")))
+        self.table.get(handle).map(|c| &c.client).map_err(|e| Error::Other(format!("invalid connection handle: {e}")))
     }
 }
 
@@ -143,9 +138,7 @@ impl HostConnection for HostState {
             )));
         }
         let client = self.pg.get(&address).await?;
-        self.table
-            .push(PgConnection { client })
-            .map_err(|e| Error::Other(format!("too many open connections: {e}")))
+        self.table.push(PgConnection { client }).map_err(|e| Error::Other(format!("too many open connections: {e}")))
     }
 
     async fn query(
