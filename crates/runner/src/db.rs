@@ -18,7 +18,7 @@ pub struct Database {
 impl Database {
     /// Uses `DATABASE_URL` (or `SPIN_VARIABLE_DB_URL`, as under `spin up`) when set; otherwise
     /// starts the embedded server.
-    pub fn open(project_root: &Path, state_dir: &Path) -> Result<Database> {
+    pub async fn open(project_root: &Path, state_dir: &Path) -> Result<Database> {
         let configured = std::env::var("DATABASE_URL")
             .ok()
             .or_else(|| std::env::var("SPIN_VARIABLE_DB_URL").ok())
@@ -26,9 +26,13 @@ impl Database {
         if let Some(url) = configured {
             return Ok(Database { url, embedded: None });
         }
+        // initdb and pg_ctl block for up to a few seconds: keep them off the async workers.
         let install = PgInstall::locate(project_root)?;
-        let server =
-            EmbeddedPostgres::start(&install, &state_dir.join("pgdata")).context("starting the embedded PostgreSQL")?;
+        let data_dir = state_dir.join("pgdata");
+        let server = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&install, &data_dir))
+            .await
+            .context("embedded PostgreSQL start-up task")?
+            .context("starting the embedded PostgreSQL")?;
         Ok(Database { url: server.url(), embedded: Some(server) })
     }
 

@@ -58,10 +58,10 @@ pub async fn run(args: BenchArgs) -> Result<()> {
                 pg_pool_size: 32,
             };
             let running = up::start(&up_args).await?;
-            seed_context(&running.database_url).await?;
+            seed_context(running.database_url()).await?;
             let url = format!("http://{}", running.address);
             let measured = measure_all(&args, &url, up::DEV_TOKEN).await;
-            let floor = database_floor(&args, &running.database_url).await;
+            let floor = database_floor(&args, running.database_url()).await;
             running.stop().await?;
             measured.and(floor)
         }

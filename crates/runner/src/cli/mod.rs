@@ -71,7 +71,7 @@ impl Cli {
         match self.command {
             Command::Build(args) => build::run(&args).await,
             Command::Migrate(args) => {
-                let database = crate::db::Database::open(&args.project_root()?, &args.state_dir()?)?;
+                let database = crate::db::Database::open(&args.project_root()?, &args.state_dir()?).await?;
                 let applied = crate::db::migrate(&database.url).await?;
                 if applied.is_empty() {
                     println!("database is up to date");

@@ -44,7 +44,6 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 /// A serving application and the database under it.
 pub struct Running {
     pub address: SocketAddr,
-    pub database_url: String,
     app: std::sync::Arc<App>,
     database: Database,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -52,6 +51,10 @@ pub struct Running {
 }
 
 impl Running {
+    pub fn database_url(&self) -> &str {
+        &self.database.url
+    }
+
     /// Stops accepting requests, lets running guests finish (within a grace period), then
     /// stops the embedded database, so no work is cut off from the database mid-way.
     pub async fn stop(self) -> Result<()> {
@@ -71,7 +74,7 @@ impl Running {
 pub async fn start(args: &UpArgs) -> Result<Running> {
     let root = args.app.project_root()?;
     let state_dir = args.app.state_dir()?;
-    let database = Database::open(&root, &state_dir)?;
+    let database = Database::open(&root, &state_dir).await?;
     match listen(args, &database, state_dir).await {
         Ok((app, listener)) => {
             let address = listener.local_addr()?;
@@ -79,7 +82,7 @@ pub async fn start(args: &UpArgs) -> Result<Running> {
             let server = tokio::spawn(crate::server::serve(app.clone(), listener, async {
                 let _ = stopped.await;
             }));
-            Ok(Running { address, database_url: database.url.clone(), app, database, stop, server })
+            Ok(Running { address, app, database, stop, server })
         }
         Err(e) => {
             // Leave no embedded server running behind a failed start.

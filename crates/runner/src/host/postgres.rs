@@ -61,8 +61,8 @@ impl PgPools {
         Ok(pool)
     }
 
-    /// Borrows a connection; used by the runner itself (health of the pool, migrations use their own).
-    pub async fn get(&self, address: &str) -> Result<Object, Error> {
+    /// Borrows a connection from the address's pool, creating the pool on first use.
+    async fn get(&self, address: &str) -> Result<Object, Error> {
         let pool = self.pool(address)?;
         pool.get().await.map_err(|e| Error::ConnectionFailed(e.to_string()))
     }
@@ -128,6 +128,20 @@ fn as_sql(params: &[Param]) -> Vec<&(dyn postgres_types::ToSql + Sync)> {
     params.iter().map(|p| p as &(dyn postgres_types::ToSql + Sync)).collect()
 }
 
+/// Decodes one result row by its columns' PostgreSQL types.
+fn row_values(row: &tokio_postgres::Row, columns: &[tokio_postgres::Column]) -> Result<Vec<DbValue>, Error> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, column)| {
+            let conversion =
+                |e: &dyn std::fmt::Display| Error::ValueConversionFailed(format!("column {}: {e}", column.name()));
+            let raw: Option<RawCell> = row.try_get(i).map_err(|e| conversion(&e))?;
+            db_value(column.type_(), raw.map(|r| r.0)).map_err(|e| conversion(&e))
+        })
+        .collect()
+}
+
 impl HostConnection for HostState {
     async fn open(&mut self, address: String) -> Result<Resource<PgConnection>, Error> {
         if !self.component.allowed_hosts.allows_url(&address) {
@@ -156,20 +170,8 @@ impl HostConnection for HostState {
             .iter()
             .map(|c| Column { name: c.name().to_owned(), data_type: data_type(c.type_()) })
             .collect();
-        let mut out = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let mut cells: Vec<DbValue> = Vec::with_capacity(columns.len());
-            for (i, column) in prepared.columns().iter().enumerate() {
-                let raw: Option<RawCell> = row
-                    .try_get(i)
-                    .map_err(|e| Error::ValueConversionFailed(format!("column {}: {e}", column.name())))?;
-                let value = db_value(column.type_(), raw.map(|r| r.0))
-                    .map_err(|e| Error::ValueConversionFailed(format!("column {}: {e}", column.name())))?;
-                cells.push(value);
-            }
-            out.push(cells);
-        }
-        Ok(RowSet { columns, rows: out })
+        let rows = rows.iter().map(|row| row_values(row, prepared.columns())).collect::<Result<_, _>>()?;
+        Ok(RowSet { columns, rows })
     }
 
     async fn execute(
