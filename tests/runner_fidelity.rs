@@ -798,3 +798,52 @@ async fn shutdown_lets_work_after_a_response_finish() {
     assert!(runner.logs().iter().any(|l| l.contains("shutting down")), "the runner says it is shutting down");
     client.batch_execute(&format!("DROP TABLE {table}")).await.expect("drop");
 }
+
+// ---------------------------------------------------------------------------------------
+// The periodic sweep (the runner's own feature: Spin has no timer trigger)
+
+/// What the probe printed for each sweep `component` got, in order.
+fn sweeps_logged(runner: &Runner, component: &str) -> Vec<String> {
+    runner
+        .logs()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["component"] == component && line["stream"] == "stdout")
+        .filter_map(|line| line["msg"].as_str().filter(|msg| msg.starts_with("probe swept")).map(str::to_owned))
+        .collect()
+}
+
+fn sweep_args(interval: &str, component: &str) -> RunnerOptions {
+    let extra_args = ["--sweep-interval", interval, "--sweep-component", component].map(String::from).to_vec();
+    RunnerOptions { extra_args, ..Default::default() }
+}
+
+/// `up` pokes the sweep component (here the private `hidden`, as the real sweeper is) with
+/// `POST /sweep` and `{}` every interval, in-process as service chaining does, and a runner
+/// that is sweeping still stops cleanly on Ctrl-C.
+#[tokio::test]
+async fn up_sends_periodic_sweeps_to_the_sweep_component() {
+    let mut runner = start_probe(sweep_args("0.2", "hidden"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let sweeps = loop {
+        let sweeps = sweeps_logged(&runner, "hidden");
+        if sweeps.len() >= 2 {
+            break sweeps;
+        }
+        assert!(std::time::Instant::now() < deadline, "fewer than 2 sweeps in 5 s; log:\n{}", runner.logs().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for sweep in &sweeps {
+        assert_eq!(sweep, "probe swept: POST /sweep application/json {}", "the sweep request's shape");
+    }
+    let exit = runner.interrupt_and_wait().expect("runner exits");
+    assert!(exit.success(), "clean exit on Ctrl-C while sweeping: {exit}");
+}
+
+#[tokio::test]
+async fn a_zero_sweep_interval_sends_no_sweeps() {
+    let runner = start_probe(sweep_args("0", "hidden"));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let swept: Vec<String> = runner.logs().into_iter().filter(|line| line.contains("probe swept")).collect();
+    assert!(swept.is_empty(), "--sweep-interval 0 must disable sweeping, yet: {swept:?}");
+}

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+pub mod lifecycle;
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -66,6 +68,7 @@ fn up_command(manifest: &Path, options: &RunnerOptions) -> Command {
         .env("DATABASE_URL", database_url())
         .env("GATEHOUSE_STATE_DIR", shared_state_dir())
         .env("SPIN_VARIABLE_API_TOKEN", TOKEN)
+        .env("SPIN_VARIABLE_CALLBACK_SECRET", lifecycle::CALLBACK_SECRET)
         .args(&options.extra_args)
         .stdin(Stdio::null());
     for (name, value) in &options.variables {

@@ -6,13 +6,13 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_domain::SessionId;
-use gatehouse_http::{ApiError, IncomingRequest, Method, Request, Response};
+use gatehouse_http::{ApiError, IncomingRequest, Method, Reply, Request, ResponseOutparam};
 use gatehouse_store::ContextView;
 use serde::Serialize;
 
 #[spin_sdk::http_component]
-async fn entry(req: IncomingRequest) -> Response {
-    gatehouse_http::serve(req, handle).await
+async fn entry(req: IncomingRequest, out: ResponseOutparam) {
+    gatehouse_http::serve(req, out, handle).await
 }
 
 #[derive(Serialize)]
@@ -22,14 +22,33 @@ struct ContextResponse<'a> {
     view: ContextView,
 }
 
-fn handle(req: Request) -> Result<Response, ApiError> {
-    gatehouse_http::require_method(&req, Method::Get)?;
-    gatehouse_http::require_bearer(&req)?;
-    let session_id = SessionId::parse(&gatehouse_http::path_param(&req, "session")?).map_err(|e| {
-        ApiError::invalid_input("The session id in the address is not valid.").with_field("session_id", e.to_string())
-    })?;
+/// The stored-context route; every other request came in on `/voice-tools/context/:session`.
+const SESSION_CONTEXT_PATH: &str = "/get-session-context";
 
+async fn handle(req: Request) -> Result<Reply, ApiError> {
+    gatehouse_http::admit(&req, Method::Get)?;
+    if req.path() == SESSION_CONTEXT_PATH {
+        return stored_context(&req);
+    }
+    let session_id = session_id(&gatehouse_http::path_param(&req, "session")?)?;
     let db = gatehouse_http::open_db()?;
     let view = gatehouse_store::session_context_view(&db, &session_id)?;
-    Ok(gatehouse_http::json_response(200, &ContextResponse { session_id: &session_id, view }))
+    Ok(gatehouse_http::json_response(200, &ContextResponse { session_id: &session_id, view }).into())
+}
+
+/// `GET /get-session-context?session_id=&context_key=`: what a tool left for this session.
+fn stored_context(req: &Request) -> Result<Reply, ApiError> {
+    let session = gatehouse_http::query_param(req, "session_id").unwrap_or_default();
+    let key = gatehouse_http::query_param(req, "context_key").unwrap_or_default();
+    if key.is_empty() {
+        return Err(ApiError::invalid_input("Say which context to read.").with_field("context_key", "is required"));
+    }
+    let session_id = session_id(&session)?;
+    let db = gatehouse_http::open_db()?;
+    gatehouse_lifecycle::session_context(&db, &session_id, &key)
+}
+
+fn session_id(raw: &str) -> Result<SessionId, ApiError> {
+    SessionId::parse(raw)
+        .map_err(|e| ApiError::invalid_input("The session id is not valid.").with_field("session_id", e.to_string()))
 }

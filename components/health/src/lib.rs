@@ -4,18 +4,18 @@
 // costs nothing measurable, and boxing it would clutter every handler.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, IncomingRequest, Method, Request, Response};
+use gatehouse_http::{ApiError, IncomingRequest, Method, Reply, Request, ResponseOutparam};
 use serde_json::json;
 
 #[spin_sdk::http_component]
-async fn entry(req: IncomingRequest) -> Response {
-    gatehouse_http::serve(req, handle).await
+async fn entry(req: IncomingRequest, out: ResponseOutparam) {
+    gatehouse_http::serve(req, out, handle).await
 }
 
-fn handle(req: Request) -> Result<Response, ApiError> {
+async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::require_method(&req, Method::Get)?;
     match check_database() {
-        Ok(()) => Ok(gatehouse_http::json_response(200, &json!({"status": "ok", "database": "ok"}))),
+        Ok(()) => Ok(gatehouse_http::json_response(200, &json!({"status": "ok", "database": "ok"})).into()),
         Err(error) => {
             // A degraded health check is an answer, not a failure of this route; the
             // cause still goes to the operator's log.
@@ -23,7 +23,7 @@ fn handle(req: Request) -> Result<Response, ApiError> {
             let mut response =
                 gatehouse_http::json_response(503, &json!({"status": "degraded", "database": "unavailable"}));
             response.set_header("retry-after", gatehouse_http::RETRY_AFTER_SECONDS);
-            Ok(response)
+            Ok(response.into())
         }
     }
 }

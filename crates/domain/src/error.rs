@@ -21,10 +21,15 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     DatabaseUnavailable,
     Internal,
+    UnknownFunction,
+    IdempotencyKeyReused,
+    CallbackNotAllowed,
+    SideEffectStarted,
+    ToolUnavailable,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 16] = [
         ErrorCode::Unauthorized,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
@@ -36,6 +41,11 @@ impl ErrorCode {
         ErrorCode::UnsupportedMediaType,
         ErrorCode::DatabaseUnavailable,
         ErrorCode::Internal,
+        ErrorCode::UnknownFunction,
+        ErrorCode::IdempotencyKeyReused,
+        ErrorCode::CallbackNotAllowed,
+        ErrorCode::SideEffectStarted,
+        ErrorCode::ToolUnavailable,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -51,6 +61,11 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::DatabaseUnavailable => "database_unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::UnknownFunction => "unknown_function",
+            ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
+            ErrorCode::CallbackNotAllowed => "callback_not_allowed",
+            ErrorCode::SideEffectStarted => "side_effect_started",
+            ErrorCode::ToolUnavailable => "tool_unavailable",
         }
     }
 
@@ -61,19 +76,24 @@ impl ErrorCode {
             ErrorCode::Unauthorized => 401,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::InvalidState => 409,
+            ErrorCode::InvalidState | ErrorCode::SideEffectStarted => 409,
             ErrorCode::Expired => 410,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::ValidationFailed => 422,
+            ErrorCode::ValidationFailed
+            | ErrorCode::UnknownFunction
+            | ErrorCode::IdempotencyKeyReused
+            | ErrorCode::CallbackNotAllowed => 422,
             ErrorCode::Internal => 500,
+            // The tool component behind a private route failed or could not be reached.
+            ErrorCode::ToolUnavailable => 502,
             ErrorCode::DatabaseUnavailable => 503,
         }
     }
 }
 
 /// One problem with one input field, e.g. `{"field": "to", "problem": "is not an email address"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FieldProblem {
     pub field: String,
     pub problem: String,
@@ -204,6 +224,10 @@ impl ApiError {
         )
     }
 
+    pub fn tool_unavailable(tool: &str) -> Self {
+        Self::new(ErrorCode::ToolUnavailable, format!("The {tool} tool is not answering right now. Please try again."))
+    }
+
     pub fn internal() -> Self {
         Self::new(ErrorCode::Internal, "Something went wrong on our side. Please try again.")
     }
@@ -295,6 +319,11 @@ mod tests {
             (ErrorCode::UnsupportedMediaType, 415),
             (ErrorCode::DatabaseUnavailable, 503),
             (ErrorCode::Internal, 500),
+            (ErrorCode::UnknownFunction, 422),
+            (ErrorCode::IdempotencyKeyReused, 422),
+            (ErrorCode::CallbackNotAllowed, 422),
+            (ErrorCode::SideEffectStarted, 409),
+            (ErrorCode::ToolUnavailable, 502),
         ];
         assert_eq!(expected.len(), ErrorCode::ALL.len());
         for (code, status) in expected {

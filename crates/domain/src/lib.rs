@@ -3,10 +3,18 @@
 //! This crate is plain Rust with no Spin dependency, so its rules can be unit-tested
 //! natively and reused by code that never runs inside a component.
 
+mod allowlist;
+pub mod callback;
+pub mod contract;
 mod error;
 mod ids;
+mod patch;
+mod prefer;
 mod status;
 
+pub use allowlist::{CallbackAllowlist, CallbackUrlError};
 pub use error::{ApiError, ErrorCode, FieldProblem};
 pub use ids::{InvalidId, MAX_SESSION_ID_LEN, SessionId, ToolCallId};
+pub use patch::{FieldChange, changed_fields, merge_patch};
+pub use prefer::{MAX_WAIT, wait_preference};
 pub use status::{ParseStatusError, Status};

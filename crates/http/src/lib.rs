@@ -4,18 +4,18 @@
 //! A component looks like this:
 //!
 //! ```ignore
-//! use gatehouse_http::{ApiError, IncomingRequest, Request, Response};
+//! use gatehouse_http::{ApiError, IncomingRequest, Reply, Request, ResponseOutparam};
 //!
 //! #[spin_sdk::http_component]
-//! async fn entry(req: IncomingRequest) -> Response {
-//!     gatehouse_http::serve(req, handle).await
+//! async fn entry(req: IncomingRequest, out: ResponseOutparam) {
+//!     gatehouse_http::serve(req, out, handle).await
 //! }
 //!
-//! fn handle(req: Request) -> Result<Response, ApiError> {
+//! async fn handle(req: Request) -> Result<Reply, ApiError> {
 //!     gatehouse_http::require_method(&req, gatehouse_http::Method::Get)?;
 //!     gatehouse_http::require_bearer(&req)?;
 //!     // ...
-//!     Ok(gatehouse_http::json_response(200, &serde_json::json!({"ok": true})))
+//!     Ok(gatehouse_http::json_response(200, &serde_json::json!({"ok": true})).into())
 //! }
 //! ```
 
@@ -26,6 +26,8 @@
 mod auth;
 mod body;
 mod db;
+mod outbound;
+mod random;
 mod response;
 mod route;
 mod serve;
@@ -34,8 +36,10 @@ pub use auth::require_bearer;
 pub use body::{MAX_BODY_BYTES, read_json, read_optional_json};
 pub use db::open_db;
 pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
-pub use route::{path_param, require_method};
-pub use serve::{log_error, serve, serve_with_body_limit};
+pub use outbound::{Answer, SendFailure, send, sleep, within};
+pub use random::{new_token, new_tool_call_id, trace_id};
+pub use route::{admit, call_id, header, path_param, prefer_wait, query_param, require_method};
+pub use serve::{AfterResponse, Reply, log_error, log_line, serve, serve_with_body_limit};
 
 pub use gatehouse_domain::{ApiError, ErrorCode};
-pub use spin_sdk::http::{IncomingRequest, Method, Request, Response};
+pub use spin_sdk::http::{IncomingRequest, Method, Request, Response, ResponseOutparam};

@@ -1,34 +1,87 @@
-use std::pin::pin;
+use std::future::Future;
+use std::pin::{Pin, pin};
 
 use futures::StreamExt;
 use gatehouse_domain::ApiError;
-use spin_sdk::http::{Headers, IncomingRequest, Request, Response};
+use spin_sdk::http::{Fields, Headers, IncomingRequest, OutgoingResponse, Request, Response, ResponseOutparam};
 
 use crate::body::MAX_BODY_BYTES;
 use crate::response::error_response;
 
-/// Runs a component handler: reads the request (body capped at [`MAX_BODY_BYTES`]),
-/// calls `handler`, and turns an `Err` into the matching error response.
-pub async fn serve<F>(req: IncomingRequest, handler: F) -> Response
+/// Work a handler wants done after its response has gone out.
+pub type AfterResponse = Pin<Box<dyn Future<Output = ()>>>;
+
+/// A handler's answer, and optionally the work that continues once the client has it.
+///
+/// Spin lets a component send its response and keep running (SPEC §4); confirm relies on it
+/// to answer 202 before the executor starts, and cancel to call back the relay afterwards.
+pub struct Reply {
+    pub response: Response,
+    pub after: Option<AfterResponse>,
+}
+
+impl Reply {
+    pub fn then(mut self, work: impl Future<Output = ()> + 'static) -> Reply {
+        self.after = Some(Box::pin(work));
+        self
+    }
+}
+
+impl From<Response> for Reply {
+    fn from(response: Response) -> Reply {
+        Reply { response, after: None }
+    }
+}
+
+/// Runs a component handler: reads the request (body capped at [`MAX_BODY_BYTES`]), calls
+/// `handler`, sends its response (or the matching error response), then runs the handler's
+/// after-response work.
+pub async fn serve<F, Fut>(req: IncomingRequest, out: ResponseOutparam, handler: F)
 where
-    F: FnOnce(Request) -> Result<Response, ApiError>,
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Result<Reply, ApiError>>,
 {
-    serve_with_body_limit(req, MAX_BODY_BYTES, handler).await
+    serve_with_body_limit(req, out, MAX_BODY_BYTES, handler).await
 }
 
 /// [`serve`] with a different body cap, for the rare route that needs one.
-pub async fn serve_with_body_limit<F>(req: IncomingRequest, limit: usize, handler: F) -> Response
+pub async fn serve_with_body_limit<F, Fut>(req: IncomingRequest, out: ResponseOutparam, limit: usize, handler: F)
 where
-    F: FnOnce(Request) -> Result<Response, ApiError>,
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Result<Reply, ApiError>>,
 {
     let outcome = match read_request(req, limit).await {
-        Ok(request) => handler(request),
+        Ok(request) => handler(request).await,
         Err(error) => Err(error),
     };
-    outcome.unwrap_or_else(|error| {
+    let reply = outcome.unwrap_or_else(|error| {
         log_error(&error);
-        error_response(&error)
-    })
+        error_response(&error).into()
+    });
+    send_response(out, reply.response).await;
+    if let Some(after) = reply.after {
+        after.await;
+    }
+}
+
+async fn send_response(out: ResponseOutparam, response: Response) {
+    let headers: Vec<(String, Vec<u8>)> =
+        response.headers().map(|(name, value)| (name.to_owned(), value.as_bytes().to_vec())).collect();
+    let fields = match Fields::from_list(&headers) {
+        Ok(fields) => fields,
+        Err(e) => {
+            log_line("error", &format!("building response headers: {e:?}"));
+            Fields::new()
+        }
+    };
+    let outgoing = OutgoingResponse::new(fields);
+    if outgoing.set_status_code(*response.status()).is_err() {
+        log_line("error", "the handler produced an invalid status code");
+    }
+    // A client that hung up is not an error of ours; the work after the response goes on.
+    if let Err(e) = out.set_with_body(outgoing, response.into_body()).await {
+        log_line("warn", &format!("sending the response: {e:?}"));
+    }
 }
 
 /// Spin's own conversion to `Request` buffers the whole body first; this one stops
@@ -74,4 +127,9 @@ pub fn log_error(error: &ApiError) {
         "detail": error.detail,
     });
     eprintln!("{line}");
+}
+
+/// One JSON log line from a component.
+pub fn log_line(level: &str, message: &str) {
+    eprintln!("{}", serde_json::json!({"level": level, "message": message}));
 }

@@ -10,6 +10,7 @@ pub mod manifest;
 pub mod outbound;
 pub mod routing;
 pub mod server;
+pub mod sweep;
 pub mod variables;
 
 pub mod bindings {

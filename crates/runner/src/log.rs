@@ -30,6 +30,10 @@ pub fn event(level: &str, msg: &str, fields: Value) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
+pub fn debug(msg: &str, fields: Value) {
+    event("debug", msg, fields);
+}
+
 pub fn info(msg: &str, fields: Value) {
     event("info", msg, fields);
 }

@@ -7,12 +7,23 @@
 // costs nothing measurable, and boxing it would clutter every handler.
 #![allow(clippy::result_large_err)]
 
+mod calls;
 mod context;
 mod error;
 mod health;
+mod records;
 
+pub use calls::{
+    Claim, Created, ExpiredCall, NewCall, ParameterChange, ToolCall, Transition, begin_side_effect, cancel_call,
+    claim_stranded_calls, complete_call, confirm_call, expire_stale_calls, fail_call, fail_exhausted_calls, get_call,
+    insert_call, mark_prepared, modify_call, release_lease, resume_call,
+};
 pub use context::{CallSummary, ContextView, PendingCall, session_context_view};
 pub use error::StoreError;
 pub use health::ping;
+pub use records::{
+    CallbackAttempt, ToolExecution, purge_expired_session_context, record_callback_attempt, record_tool_execution,
+    session_context_get, session_context_put,
+};
 
 pub use spin_sdk::pg4::Connection;

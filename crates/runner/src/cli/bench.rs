@@ -56,6 +56,9 @@ pub async fn run(args: BenchArgs) -> Result<()> {
                 variables: vec![format!("api_token={}", up::DEV_TOKEN)],
                 max_body_bytes: 1 << 20,
                 pg_pool_size: 32,
+                // No background sweeps: the measured latencies are the routes' own.
+                sweep_interval: std::time::Duration::ZERO,
+                sweep_component: "sweeper".into(),
             };
             let running = up::start(&up_args).await?;
             seed_context(running.database_url()).await?;

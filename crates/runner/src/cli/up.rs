@@ -1,6 +1,7 @@
 //! `gatehouse up`: database, migrations, then serve until Ctrl-C or SIGTERM.
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -8,10 +9,13 @@ use clap::Args;
 use super::AppArgs;
 use crate::app::{App, AppConfig};
 use crate::db::{Database, migrate};
+use crate::sweep::Sweeper;
 use crate::variables::VariableSources;
 
 /// The token `up` uses when none is configured, so a newcomer can try the API at once.
 pub const DEV_TOKEN: &str = "dev-token";
+/// The callback signing key `up` uses when none is configured; a local relay verifies with it.
+pub const DEV_CALLBACK_SECRET: &str = "dev-callback-secret";
 
 #[derive(Args)]
 pub struct UpArgs {
@@ -29,6 +33,27 @@ pub struct UpArgs {
     /// Database connections per address in the runner's pool.
     #[arg(long, default_value_t = 32)]
     pub pg_pool_size: usize,
+    /// Seconds between the host's `POST /sweep` requests to the sweep component (Spin has no
+    /// timer trigger, so the runner plays scheduler); 0 disables them.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value = "5",
+        value_parser = parse_seconds,
+        env = "GATEHOUSE_SWEEP_INTERVAL"
+    )]
+    pub sweep_interval: Duration,
+    /// The component that gets the periodic `POST /sweep`; if the application has none, no
+    /// sweeps are sent.
+    #[arg(long, value_name = "ID", default_value = "sweeper", env = "GATEHOUSE_SWEEP_COMPONENT")]
+    pub sweep_component: String,
+}
+
+/// A non-negative, finite number of seconds, fractions allowed (`0.2`).
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text.trim().parse().map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("'{text}' is not a non-negative, finite number of seconds"))
 }
 
 pub async fn run(args: UpArgs) -> Result<()> {
@@ -46,6 +71,7 @@ pub struct Running {
     pub address: SocketAddr,
     app: std::sync::Arc<App>,
     database: Database,
+    sweeper: Option<Sweeper>,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<Result<()>>,
 }
@@ -55,10 +81,15 @@ impl Running {
         &self.database.url
     }
 
-    /// Stops accepting requests, lets running guests finish (within a grace period), then
-    /// stops the embedded database, so no work is cut off from the database mid-way.
+    /// Stops accepting requests and sweeping, lets running guests finish (within a grace
+    /// period), then stops the embedded database, so no work is cut off from the database
+    /// mid-way.
     pub async fn stop(self) -> Result<()> {
         let _ = self.stop.send(());
+        // Before the drain: a sweep started during it would be a new guest the drain might cut off.
+        if let Some(sweeper) = self.sweeper {
+            sweeper.stop().await;
+        }
         let served = self.server.await.context("server task")?;
         if !self.app.drain(SHUTDOWN_GRACE).await {
             crate::log::warn(
@@ -82,7 +113,8 @@ pub async fn start(args: &UpArgs) -> Result<Running> {
             let server = tokio::spawn(crate::server::serve(app.clone(), listener, async {
                 let _ = stopped.await;
             }));
-            Ok(Running { address, app, database, stop, server })
+            let sweeper = Sweeper::start(app.clone(), &args.sweep_component, args.sweep_interval);
+            Ok(Running { address, app, database, sweeper, stop, server })
         }
         Err(e) => {
             // Leave no embedded server running behind a failed start.
@@ -113,6 +145,10 @@ async fn listen(
     if !variables.flags.contains_key("api_token") && !variables.env.contains_key("api_token") {
         eprintln!("dev mode: no SPIN_VARIABLE_API_TOKEN set, so the API token is '{DEV_TOKEN}'");
         variables.provided.insert("api_token".into(), DEV_TOKEN.into());
+    }
+    if !variables.flags.contains_key("callback_secret") && !variables.env.contains_key("callback_secret") {
+        eprintln!("dev mode: no SPIN_VARIABLE_CALLBACK_SECRET set, so callbacks are signed with '{DEV_CALLBACK_SECRET}'");
+        variables.provided.insert("callback_secret".into(), DEV_CALLBACK_SECRET.into());
     }
 
     let app = App::load(AppConfig {

@@ -1,0 +1,19 @@
+//! Private: runs a confirmed call up to its checkpoint, or to the end for tools that need none.
+
+// ApiError is a few pointers wide; it only travels the failure path.
+#![allow(clippy::result_large_err)]
+
+use gatehouse_http::{ApiError, IncomingRequest, Method, Reply, Request, ResponseOutparam};
+
+#[spin_sdk::http_component]
+async fn entry(req: IncomingRequest, out: ResponseOutparam) {
+    gatehouse_http::serve(req, out, handle).await
+}
+
+async fn handle(req: Request) -> Result<Reply, ApiError> {
+    // Reachable only through service chaining (a private route), so it carries no token.
+    gatehouse_http::require_method(&req, Method::Post)?;
+    let request = gatehouse_http::read_json(&req)?;
+    let db = gatehouse_http::open_db()?;
+    gatehouse_lifecycle::drive(&db, request).await
+}

@@ -1,0 +1,19 @@
+//! DELETE /voice-tools/cancel/:id: cancel a call that has not started its side effect.
+
+// ApiError is a few pointers wide; it only travels the failure path.
+#![allow(clippy::result_large_err)]
+
+use gatehouse_http::{ApiError, IncomingRequest, Method, Reply, Request, ResponseOutparam};
+
+#[spin_sdk::http_component]
+async fn entry(req: IncomingRequest, out: ResponseOutparam) {
+    gatehouse_http::serve(req, out, handle).await
+}
+
+async fn handle(req: Request) -> Result<Reply, ApiError> {
+    gatehouse_http::admit(&req, Method::Delete)?;
+    let id = gatehouse_http::call_id(&req)?;
+    let request = gatehouse_http::read_optional_json(&req)?.unwrap_or_default();
+    let db = gatehouse_http::open_db()?;
+    gatehouse_lifecycle::cancel(&db, &id, request).await
+}

@@ -1,0 +1,19 @@
+//! POST /voice-tools/confirm/:id: PENDING to EXECUTING; answers 202 at once, then hands the call to the executor.
+
+// ApiError is a few pointers wide; it only travels the failure path.
+#![allow(clippy::result_large_err)]
+
+use gatehouse_http::{ApiError, IncomingRequest, Method, Reply, Request, ResponseOutparam};
+
+#[spin_sdk::http_component]
+async fn entry(req: IncomingRequest, out: ResponseOutparam) {
+    gatehouse_http::serve(req, out, handle).await
+}
+
+async fn handle(req: Request) -> Result<Reply, ApiError> {
+    gatehouse_http::admit(&req, Method::Post)?;
+    let id = gatehouse_http::call_id(&req)?;
+    let request = gatehouse_http::read_optional_json(&req)?.unwrap_or_default();
+    let db = gatehouse_http::open_db()?;
+    gatehouse_lifecycle::confirm(&db, &id, request, gatehouse_http::prefer_wait(&req)).await
+}

@@ -1,0 +1,20 @@
+//! POST /voice-tools/pending: record a PENDING tool call and return what the agent should say.
+
+// ApiError is a few pointers wide; it only travels the failure path.
+#![allow(clippy::result_large_err)]
+
+use gatehouse_http::{ApiError, IncomingRequest, Method, Reply, Request, ResponseOutparam};
+
+#[spin_sdk::http_component]
+async fn entry(req: IncomingRequest, out: ResponseOutparam) {
+    gatehouse_http::serve(req, out, handle).await
+}
+
+async fn handle(req: Request) -> Result<Reply, ApiError> {
+    gatehouse_http::admit(&req, Method::Post)?;
+    let request = gatehouse_http::read_json(&req)?;
+    let idempotency_key = gatehouse_http::header(&req, "idempotency-key");
+    let trace_id = gatehouse_http::trace_id(&req);
+    let db = gatehouse_http::open_db()?;
+    gatehouse_lifecycle::create(&db, request, idempotency_key, &trace_id).await
+}

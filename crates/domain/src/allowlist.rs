@@ -1,0 +1,85 @@
+//! `callback_allowed_hosts`: which relays may receive callbacks (SPEC §6).
+
+use thiserror::Error;
+use url::Url;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CallbackUrlError {
+    #[error("is not an absolute http or https URL")]
+    NotHttp,
+    #[error("names host {0}, which is not in callback_allowed_hosts")]
+    HostNotAllowed(String),
+}
+
+/// A parsed `callback_allowed_hosts` list: `host[:port]` entries, comma-separated, where the
+/// port `*` admits any port and a missing port admits the scheme's default port only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallbackAllowlist {
+    entries: Vec<(String, Option<u16>)>,
+}
+
+impl CallbackAllowlist {
+    pub fn parse(list: &str) -> CallbackAllowlist {
+        let entries = list
+            .split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .filter_map(|entry| {
+                let (host, port) = match entry.rsplit_once(':') {
+                    Some((host, "*")) => (host, None),
+                    Some((host, port)) => (host, Some(port.parse().ok()?)),
+                    None => (entry, Some(0)),
+                };
+                Some((host.to_ascii_lowercase(), port))
+            })
+            .collect();
+        CallbackAllowlist { entries }
+    }
+
+    /// Checks a callback URL and returns it normalized.
+    pub fn check(&self, callback_url: &str) -> Result<String, CallbackUrlError> {
+        let url = Url::parse(callback_url).map_err(|_| CallbackUrlError::NotHttp)?;
+        if !matches!(url.scheme(), "http" | "https") || !url.username().is_empty() || url.password().is_some() {
+            return Err(CallbackUrlError::NotHttp);
+        }
+        let host = url.host_str().ok_or(CallbackUrlError::NotHttp)?.to_ascii_lowercase();
+        let port = url.port_or_known_default().ok_or(CallbackUrlError::NotHttp)?;
+        let default_port = url.port().is_none();
+        let allowed = self.entries.iter().any(|(allowed_host, allowed_port)| {
+            *allowed_host == host
+                && match allowed_port {
+                    None => true,
+                    Some(0) => default_port,
+                    Some(p) => *p == port,
+                }
+        });
+        if allowed { Ok(url.to_string()) } else { Err(CallbackUrlError::HostNotAllowed(format!("{host}:{port}"))) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admits_listed_hosts_only() {
+        let list = CallbackAllowlist::parse("127.0.0.1:*, relay.example.com, hooks.example.com:8443");
+        assert!(list.check("http://127.0.0.1:9000/cb").is_ok());
+        assert!(list.check("https://relay.example.com/cb").is_ok());
+        assert!(list.check("https://hooks.example.com:8443/x").is_ok());
+        assert_eq!(
+            list.check("https://relay.example.com:8443/cb"),
+            Err(CallbackUrlError::HostNotAllowed("relay.example.com:8443".into()))
+        );
+        assert!(list.check("http://evil.example.com/cb").is_err());
+        assert!(list.check("http://127.0.0.2:9000/cb").is_err());
+        assert_eq!(list.check("ftp://127.0.0.1/cb"), Err(CallbackUrlError::NotHttp));
+        assert_eq!(list.check("/relative"), Err(CallbackUrlError::NotHttp));
+        assert_eq!(list.check("http://user:pw@127.0.0.1:1/"), Err(CallbackUrlError::NotHttp));
+    }
+
+    #[test]
+    fn an_empty_list_admits_nothing() {
+        assert!(CallbackAllowlist::parse("").check("http://127.0.0.1:1/").is_err());
+    }
+}

@@ -1,0 +1,229 @@
+//! Callbacks to the relay (SPEC §6): their payloads, their signature, and how a relay's
+//! answer at a gate is read.
+
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::Sha256;
+
+use crate::{SessionId, Status, ToolCallId};
+
+/// The header that carries `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`.
+pub const SIGNATURE_HEADER: &str = "x-gatehouse-signature";
+
+/// The kinds of callback; also stored with each delivery attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallbackKind {
+    Progress,
+    Checkpoint,
+    Completion,
+}
+
+impl CallbackKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CallbackKind::Progress => "progress",
+            CallbackKind::Checkpoint => "checkpoint",
+            CallbackKind::Completion => "completion",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressCallback {
+    pub tool_call_id: ToolCallId,
+    pub intent_id: Option<String>,
+    pub status: Status,
+    pub progress: String,
+    pub gate: String,
+    pub cancellable: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_confirmation: bool,
+    pub trace_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointCallback {
+    pub tool_call_id: ToolCallId,
+    pub status: Status,
+    pub checkpoint: String,
+    pub message: String,
+    pub resume_webhook: String,
+    pub trace_id: Option<String>,
+}
+
+impl CheckpointCallback {
+    pub fn ready_to_execute(tool_call_id: ToolCallId, message: String, trace_id: Option<String>) -> Self {
+        let resume_webhook = format!("/resume-execution/{tool_call_id}");
+        Self {
+            tool_call_id,
+            status: Status::Prepared,
+            checkpoint: "ready_to_execute".into(),
+            message,
+            resume_webhook,
+            trace_id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionCallback {
+    pub tool_call_id: ToolCallId,
+    pub session_id: SessionId,
+    pub status: Status,
+    pub result: Option<Value>,
+    pub voice_response: Option<String>,
+    pub execution_time_ms: Option<i64>,
+    pub trace_id: Option<String>,
+}
+
+/// The signature header value for `body` sent at `unix_seconds`.
+pub fn sign(secret: &[u8], unix_seconds: u64, body: &[u8]) -> String {
+    format!("t={unix_seconds},v1={}", hex::encode(mac(secret, unix_seconds, body)))
+}
+
+/// Checks a signature header the way a relay should: the MAC must match, compared in
+/// constant time, and the timestamp must be within `tolerance_seconds` of `now`, so a
+/// captured callback cannot be replayed later.
+pub fn verify(secret: &[u8], header: &str, body: &[u8], now: u64, tolerance_seconds: u64) -> bool {
+    let mut timestamp = None;
+    let mut signatures = Vec::new();
+    for part in header.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", value)) => timestamp = value.parse::<u64>().ok(),
+            Some(("v1", value)) => signatures.extend(hex::decode(value).ok()),
+            _ => {}
+        }
+    }
+    let Some(timestamp) = timestamp else { return false };
+    if timestamp.abs_diff(now) > tolerance_seconds {
+        return false;
+    }
+    signatures.iter().any(|signature| {
+        let mut mac = keyed(secret);
+        mac.update(format!("{timestamp}.").as_bytes());
+        mac.update(body);
+        mac.verify_slice(signature).is_ok()
+    })
+}
+
+fn keyed(secret: &[u8]) -> Hmac<Sha256> {
+    // HMAC takes keys of any length, so this cannot fail.
+    match Hmac::<Sha256>::new_from_slice(secret) {
+        Ok(mac) => mac,
+        Err(_) => unreachable!("HMAC accepts every key length"),
+    }
+}
+
+fn mac(secret: &[u8], unix_seconds: u64, body: &[u8]) -> Vec<u8> {
+    let mut mac = keyed(secret);
+    mac.update(format!("{unix_seconds}.").as_bytes());
+    mac.update(body);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// What the relay said at a gate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayDecision {
+    Continue,
+    Cancel { reason: String },
+}
+
+impl RelayDecision {
+    /// Reads the relay's answer at a gate that needs one. Only an explicit
+    /// `{"continue": true}` continues: no answer, an error status, a body that is not JSON or
+    /// anything else means cancel (SPEC §6: fail closed).
+    pub fn at_gate(status: Option<u16>, body: &[u8]) -> RelayDecision {
+        let reply = match status {
+            Some(200..=299) => serde_json::from_slice::<Value>(body).ok(),
+            Some(code) => return RelayDecision::cancel(format!("the relay answered HTTP {code}")),
+            None => return RelayDecision::cancel("the relay could not be reached"),
+        };
+        match reply {
+            Some(reply) if reply.get("cancel") == Some(&Value::Bool(true)) => {
+                let reason = reply.get("reason").and_then(Value::as_str).unwrap_or("the relay asked to cancel");
+                RelayDecision::cancel(reason)
+            }
+            Some(reply) if reply.get("continue") == Some(&Value::Bool(true)) => RelayDecision::Continue,
+            _ => RelayDecision::cancel("the relay did not say continue"),
+        }
+    }
+
+    /// Reads the relay's answer to a progress callback that needs none: only an explicit
+    /// `{"cancel": true}` cancels.
+    pub fn advisory(status: Option<u16>, body: &[u8]) -> RelayDecision {
+        match RelayDecision::at_gate(status, body) {
+            cancel @ RelayDecision::Cancel { .. } if status.is_some_and(|s| (200..300).contains(&s)) => {
+                match serde_json::from_slice::<Value>(body) {
+                    Ok(reply) if reply.get("cancel") == Some(&Value::Bool(true)) => cancel,
+                    _ => RelayDecision::Continue,
+                }
+            }
+            _ => RelayDecision::Continue,
+        }
+    }
+
+    fn cancel(reason: impl Into<String>) -> RelayDecision {
+        RelayDecision::Cancel { reason: reason.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &[u8] = b"whsec_test";
+
+    #[test]
+    fn signatures_verify_and_tampering_fails() {
+        let body = br#"{"tool_call_id":"tc_000000000001"}"#;
+        let header = sign(SECRET, 1_700_000_000, body);
+        assert!(header.starts_with("t=1700000000,v1="));
+        assert!(verify(SECRET, &header, body, 1_700_000_010, 300));
+        assert!(!verify(SECRET, &header, b"{}", 1_700_000_010, 300), "other body");
+        assert!(!verify(b"other", &header, body, 1_700_000_010, 300), "other secret");
+        assert!(!verify(SECRET, &header, body, 1_700_001_000, 300), "replayed too late");
+        let forged = header.replace("t=1700000000", "t=1700000500");
+        assert!(!verify(SECRET, &forged, body, 1_700_000_500, 300), "timestamp is signed");
+        assert!(!verify(SECRET, "v1=00", body, 1_700_000_000, 300));
+    }
+
+    /// A known vector, computed independently: `printf '1.{}' | openssl dgst -sha256 -hmac key`.
+    #[test]
+    fn signature_is_hmac_sha256_of_timestamp_dot_body() {
+        assert_eq!(sign(b"key", 1, b"{}"), format!("t=1,v1={}", hex::encode(mac(b"key", 1, b"{}"))));
+        let mut direct = keyed(b"key");
+        direct.update(b"1.{}");
+        assert_eq!(hex::encode(direct.finalize().into_bytes()), hex::encode(mac(b"key", 1, b"{}")));
+    }
+
+    #[test]
+    fn gates_fail_closed() {
+        assert_eq!(RelayDecision::at_gate(Some(200), br#"{"continue": true}"#), RelayDecision::Continue);
+        for (status, body) in [
+            (None, &b""[..]),
+            (Some(500), br#"{"continue": true}"#),
+            (Some(200), b"ok"),
+            (Some(200), br#"{"continue": "yes"}"#),
+            (Some(200), b"{}"),
+        ] {
+            assert!(matches!(RelayDecision::at_gate(status, body), RelayDecision::Cancel { .. }), "{status:?}");
+        }
+        assert_eq!(
+            RelayDecision::at_gate(Some(200), br#"{"cancel": true, "reason": "caller hung up"}"#),
+            RelayDecision::Cancel { reason: "caller hung up".into() }
+        );
+    }
+
+    #[test]
+    fn advisory_progress_only_cancels_when_asked() {
+        assert_eq!(RelayDecision::advisory(None, b""), RelayDecision::Continue);
+        assert_eq!(RelayDecision::advisory(Some(500), b""), RelayDecision::Continue);
+        assert_eq!(RelayDecision::advisory(Some(200), b"{}"), RelayDecision::Continue);
+        assert_eq!(
+            RelayDecision::advisory(Some(200), br#"{"cancel": true}"#),
+            RelayDecision::Cancel { reason: "the relay asked to cancel".into() }
+        );
+    }
+}

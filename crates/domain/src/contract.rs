@@ -1,0 +1,169 @@
+//! The tool contract of SPEC §2, as it travels over service chaining.
+//!
+//! A tool component answers `GET /tool/describe` and `POST /tool/<operation>` on its private
+//! route. Lifecycle components only ever speak these types, so they hold no tool-specific code.
+//!
+//! Status codes carry the outcome: 200 is success; 422 is a definitive "no" from the tool
+//! (field errors on `validate`, a failure on `prepare`/`execute`), with the flat error shape;
+//! anything else, a trap included, means the tool crashed and the operation may be retried.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{FieldProblem, SessionId, ToolCallId};
+
+/// The path prefix of the contract on a tool component.
+pub const CONTRACT_PATH: &str = "/tool";
+
+/// One operation of the contract; also the last segment of its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    Describe,
+    Validate,
+    Summarize,
+    Prepare,
+    Execute,
+    /// Undo what `prepare` left behind, after a cancel or an expiry at the checkpoint.
+    Discard,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 6] = [
+        Operation::Describe,
+        Operation::Validate,
+        Operation::Summarize,
+        Operation::Prepare,
+        Operation::Execute,
+        Operation::Discard,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Operation::Describe => "describe",
+            Operation::Validate => "validate",
+            Operation::Summarize => "summarize",
+            Operation::Prepare => "prepare",
+            Operation::Execute => "execute",
+            Operation::Discard => "discard",
+        }
+    }
+
+    pub fn parse(segment: &str) -> Option<Operation> {
+        Operation::ALL.into_iter().find(|op| op.as_str() == segment)
+    }
+
+    /// `/tool/<operation>`
+    pub fn path(self) -> String {
+        format!("{CONTRACT_PATH}/{}", self.as_str())
+    }
+}
+
+/// What `describe` answers: the registry entry of one tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDescription {
+    pub name: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub description: String,
+    /// JSON Schema (2020-12) of the parameters object.
+    pub parameters_schema: Value,
+    /// Whether the call stops at PREPARED for a "proceed" before its irreversible step.
+    pub needs_checkpoint: bool,
+    /// The component's own crate version.
+    pub version: String,
+}
+
+/// The body of every `POST /tool/<operation>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRequest {
+    /// Absent only for `validate`/`summarize` before the call exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<ToolCallId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    pub parameters: Map<String, Value>,
+    /// What `prepare` returned, for `execute` and `discard`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Checkpoint>,
+    /// 1 on the first try; higher when the call is being re-driven after a crash.
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
+    /// Set when an earlier `execute` of this call may have performed the side effect: the tool
+    /// must find out whether it did before doing anything (SPEC §4: never run blind twice).
+    #[serde(default)]
+    pub side_effect_may_have_started: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+/// `validate` answers the normalized parameters together with the summary of exactly those
+/// parameters, because every caller of `validate` speaks the summary next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Validated {
+    pub parameters: Map<String, Value>,
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub summary: String,
+}
+
+/// What `prepare` leaves for `execute`: the sentence spoken at the checkpoint and the
+/// tool's own state (a draft id, for example).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub message: String,
+    #[serde(default)]
+    pub state: Value,
+}
+
+/// `prepare` answers `checkpoint: null` for a tool that needs no checkpoint: the executor then
+/// goes straight on to `execute`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prepared {
+    pub checkpoint: Option<Checkpoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Executed {
+    pub result: Value,
+    pub voice_response: String,
+}
+
+/// The body of a 422 from a tool: a sentence for the caller, and field errors from `validate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRefusal {
+    pub error: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<FieldProblem>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations_round_trip_through_their_paths() {
+        for op in Operation::ALL {
+            assert_eq!(Operation::parse(op.as_str()), Some(op));
+            assert_eq!(op.path(), format!("/tool/{}", op.as_str()));
+        }
+        assert_eq!(Operation::parse("send"), None);
+    }
+
+    #[test]
+    fn requests_default_to_a_first_attempt() {
+        let request: ToolRequest = serde_json::from_str(r#"{"parameters": {"to": "a@b.c"}}"#).unwrap_or_else(|e| {
+            panic!("{e}");
+        });
+        assert_eq!(request.attempt, 1);
+        assert!(!request.side_effect_may_have_started);
+        assert!(request.tool_call_id.is_none());
+    }
+}

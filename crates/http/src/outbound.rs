@@ -1,0 +1,80 @@
+//! Outbound HTTP from a component (service chaining and callbacks), with a deadline, and the
+//! timer it needs.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures::future::{Either, select};
+use spin_sdk::http::{Method, Request, Response};
+use wasi::clocks::monotonic_clock;
+
+/// What came back from an outbound request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// Why an outbound request produced no answer. The text is for logs and audit rows; it
+/// never contains a header value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendFailure {
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    #[error("{0}")]
+    Transport(String),
+}
+
+/// Sends one request and waits at most `timeout` for the whole answer.
+pub async fn send(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<Answer, SendFailure> {
+    let mut builder = Request::builder();
+    builder.method(method).uri(url);
+    for (name, value) in headers {
+        builder.header(*name, *value);
+    }
+    let request = builder.body(body).build();
+    let exchange = pin!(async move {
+        let response: Response =
+            spin_sdk::http::send(request).await.map_err(|e| SendFailure::Transport(e.to_string()))?;
+        Ok(Answer { status: *response.status(), body: response.into_body() })
+    });
+    match select(exchange, pin!(sleep(timeout))).await {
+        Either::Left((answer, _)) => answer,
+        Either::Right(((), _)) => Err(SendFailure::TimedOut(timeout)),
+    }
+}
+
+/// Waits without blocking the component's other futures.
+pub fn sleep(duration: Duration) -> impl Future<Output = ()> {
+    let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    let deadline = monotonic_clock::now().saturating_add(nanos);
+    std::future::poll_fn(move |context| {
+        if monotonic_clock::now() >= deadline {
+            return Poll::Ready(());
+        }
+        spin_executor::push_waker(monotonic_clock::subscribe_instant(deadline), context.waker().clone());
+        Poll::Pending
+    })
+}
+
+/// Runs `work` and gives up on it after `timeout`, returning `None`.
+pub async fn within<T>(timeout: Duration, work: impl Future<Output = T>) -> Option<T> {
+    match select(pin!(work), pin!(sleep(timeout))).await {
+        Either::Left((value, _)) => Some(value),
+        Either::Right(((), _)) => None,
+    }
+}

@@ -1,0 +1,78 @@
+//! The lifecycle's settings, from Spin variables. Each component declares the variables it
+//! reads in spin.toml; a setting is read only when an operation needs it.
+
+use std::time::Duration;
+
+use gatehouse_domain::{ApiError, CallbackAllowlist};
+use gatehouse_tool::{ToolClient, ToolRegistry};
+use spin_sdk::variables;
+
+/// At most this many attempts to run a call (SPEC §4).
+pub const MAX_ATTEMPTS: i32 = 3;
+
+pub struct Config;
+
+fn read(name: &str) -> Result<String, ApiError> {
+    variables::get(name).map_err(|e| ApiError::internal().with_detail(format!("reading the {name} variable: {e:?}")))
+}
+
+fn seconds(name: &str) -> Result<f64, ApiError> {
+    let value = read(name)?;
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .ok_or_else(|| ApiError::internal().with_detail(format!("the {name} variable is not a number of seconds")))
+}
+
+impl Config {
+    pub fn pending_ttl_seconds() -> Result<f64, ApiError> {
+        seconds("pending_ttl_seconds")
+    }
+
+    pub fn checkpoint_ttl_seconds() -> Result<f64, ApiError> {
+        seconds("checkpoint_ttl_seconds")
+    }
+
+    /// How long a worker owns an EXECUTING call before the sweeper may take it over. Longer
+    /// than the tool timeout, so a live worker is never overtaken.
+    pub fn lease_seconds() -> Result<f64, ApiError> {
+        seconds("execution_lease_seconds")
+    }
+
+    pub fn tool_timeout() -> Result<Duration, ApiError> {
+        seconds("tool_timeout_seconds").map(Duration::from_secs_f64)
+    }
+
+    pub fn registry() -> Result<ToolRegistry, ApiError> {
+        ToolRegistry::parse(&read("tool_registry")?)
+            .map_err(|e| ApiError::internal().with_detail(format!("the tool_registry variable: {e}")))
+    }
+
+    pub fn tool(component: &str) -> Result<ToolClient, ApiError> {
+        Ok(ToolClient::new(component, Self::tool_timeout()?))
+    }
+
+    pub fn callback_allowlist() -> Result<CallbackAllowlist, ApiError> {
+        Ok(CallbackAllowlist::parse(&read("callback_allowed_hosts")?))
+    }
+
+    pub fn callback_secret() -> Result<String, ApiError> {
+        let secret = read("callback_secret")?;
+        // An empty key would make every signature forgeable: fail closed.
+        if secret.is_empty() {
+            return Err(ApiError::internal().with_detail("the callback_secret variable is empty"));
+        }
+        Ok(secret)
+    }
+
+    /// The relay that gets callbacks for calls that name none; empty for none.
+    pub fn callback_default_url() -> Result<Option<String>, ApiError> {
+        Ok(Some(read("callback_default_url")?).filter(|url| !url.trim().is_empty()))
+    }
+
+    pub fn callback_timeout() -> Result<Duration, ApiError> {
+        seconds("callback_timeout_seconds").map(Duration::from_secs_f64)
+    }
+}

@@ -1,0 +1,131 @@
+//! `POST /voice-tools/confirm/:id` and `POST /resume-execution/:id`: start (or continue) a
+//! call's execution, answer 202 at once, and hand the call to the executor. Under
+//! `Prefer: wait=N` the answer is the state the call reaches within N seconds instead.
+
+use std::time::Duration;
+
+use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
+use gatehouse_http::{Method, Reply};
+use gatehouse_store::{Connection, Transition};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::Config;
+use crate::cancel::{CancelRequest, cancel_as};
+use crate::drive::DriveRequest;
+use crate::rejection::{self, Action};
+
+/// The private component that runs confirmed calls.
+const EXECUTOR: &str = "async-executor";
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmRequest {
+    #[serde(default)]
+    pub callback_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    pub action: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+pub async fn confirm(
+    db: &Connection,
+    id: &ToolCallId,
+    request: ConfirmRequest,
+    wait: Option<Duration>,
+) -> Result<Reply, ApiError> {
+    let callback_url = match &request.callback_url {
+        Some(url) => Some(Config::callback_allowlist()?.check(url).map_err(|problem| {
+            ApiError::new(ErrorCode::CallbackNotAllowed, "That callback address is not allowed.")
+                .with_field("callback_url", problem.to_string())
+        })?),
+        None => None,
+    };
+    let lease_owner = gatehouse_http::new_token();
+    let lease_seconds = Config::lease_seconds()?;
+    match gatehouse_store::confirm_call(db, id, &lease_owner, lease_seconds, callback_url.as_deref())? {
+        Transition::Applied { .. } => {
+            start(db, id, lease_owner, lease_seconds, wait, "Okay, I'm on it. I'll check with you before anything is final.")
+                .await
+        }
+        other => Err(rejection::refuse(db, Action::Confirm, id, other)),
+    }
+}
+
+pub async fn resume(
+    db: &Connection,
+    id: &ToolCallId,
+    request: ResumeRequest,
+    wait: Option<Duration>,
+) -> Result<Reply, ApiError> {
+    match request.action.as_str() {
+        "proceed" => {}
+        "cancel" => return cancel_as(db, id, CancelRequest { reason: request.reason }, "resume").await,
+        _ => {
+            return Err(ApiError::invalid_input("The action must be \"proceed\" or \"cancel\".")
+                .with_field("action", "must be proceed or cancel"));
+        }
+    }
+    let lease_owner = gatehouse_http::new_token();
+    let lease_seconds = Config::lease_seconds()?;
+    match gatehouse_store::resume_call(db, id, &lease_owner, lease_seconds)? {
+        Transition::Applied { .. } => start(db, id, lease_owner, lease_seconds, wait, "Going ahead now.").await,
+        other => Err(rejection::refuse(db, Action::Resume, id, other)),
+    }
+}
+
+/// Hands an EXECUTING call (whose lease `lease_owner` holds) to the executor.
+async fn start(
+    db: &Connection,
+    id: &ToolCallId,
+    lease_owner: String,
+    lease_seconds: f64,
+    wait: Option<Duration>,
+    message: &str,
+) -> Result<Reply, ApiError> {
+    let accepted = json!({"tool_call_id": id, "status": Status::Executing, "message": message});
+    let work = hand_to_executor(DriveRequest { tool_call_id: id.clone(), lease_owner }, lease_seconds);
+    let Some(wait) = wait else {
+        return Ok(Reply::from(gatehouse_http::json_response(202, &accepted)).then(work));
+    };
+    let mut work = Box::pin(work);
+    let finished = gatehouse_http::within(wait, work.as_mut()).await.is_some();
+    let call = gatehouse_store::get_call(db, id)?.ok_or_else(|| rejection::not_found(id))?;
+    let mut response = if call.status == Status::Executing {
+        let mut body = accepted;
+        body["message"] = json!(message);
+        gatehouse_http::json_response(202, &body)
+    } else {
+        gatehouse_http::json_response(200, &call)
+    };
+    response.set_header("preference-applied", format!("wait={}", wait.as_secs()));
+    let reply = Reply::from(response);
+    Ok(if finished { reply } else { reply.then(work) })
+}
+
+/// Asks the executor to drive the call, and waits for it so the work outlives this request
+/// even if the caller hung up. The executor answers once the call has settled or paused.
+pub(crate) async fn hand_to_executor(request: DriveRequest, lease_seconds: f64) {
+    let url = format!("http://{EXECUTOR}.spin.internal/drive");
+    let body = match serde_json::to_vec(&request) {
+        Ok(body) => body,
+        Err(e) => return gatehouse_http::log_line("error", &format!("encoding a drive request: {e}")),
+    };
+    let timeout = Duration::from_secs_f64(lease_seconds.max(1.0));
+    let outcome =
+        gatehouse_http::send(Method::Post, &url, &[("content-type", "application/json")], body, timeout).await;
+    match outcome {
+        Ok(answer) if answer.is_success() => {}
+        // The lease runs out and the sweeper takes the call up again: nothing is lost.
+        Ok(answer) => gatehouse_http::log_line(
+            "warn",
+            &format!("the executor answered HTTP {} for {}", answer.status, request.tool_call_id),
+        ),
+        Err(e) => gatehouse_http::log_line("warn", &format!("handing {} to the executor: {e}", request.tool_call_id)),
+    }
+}

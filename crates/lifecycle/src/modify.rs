@@ -1,0 +1,104 @@
+//! `PATCH /voice-tools/modify/:id`: apply a JSON merge patch to a PENDING call's parameters,
+//! have the tool validate the result, and record every changed field.
+
+use gatehouse_domain::contract::ToolRequest;
+use gatehouse_domain::{ApiError, FieldChange, ToolCallId, changed_fields, merge_patch};
+use gatehouse_http::Reply;
+use gatehouse_store::{Connection, ParameterChange, Transition};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::Config;
+use crate::create::tool_error;
+use crate::rejection::{self, Action};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModifyRequest {
+    pub parameters: Value,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Applied<'a> {
+    field: &'a str,
+    old: &'a Option<Value>,
+    new: &'a Option<Value>,
+}
+
+pub async fn modify(db: &Connection, id: &ToolCallId, request: ModifyRequest) -> Result<Reply, ApiError> {
+    if !request.parameters.is_object() {
+        return Err(ApiError::invalid_input("The parameters must be a JSON object (a merge patch).")
+            .with_field("parameters", "must be an object"));
+    }
+    let call = gatehouse_store::get_call(db, id)?.ok_or_else(|| rejection::not_found(id))?;
+    if let Some(error) = rejection::check(Action::Modify, &call) {
+        return Err(error);
+    }
+    let mut patched = Value::Object(call.parameters.clone());
+    merge_patch(&mut patched, &request.parameters);
+    let Value::Object(patched) = patched else {
+        return Err(ApiError::internal().with_detail("a merge patch of an object gave a non-object"));
+    };
+    let validated = Config::tool(&call.tool)?
+        .validate(&ToolRequest {
+            tool_call_id: Some(id.clone()),
+            session_id: Some(call.session_id.clone()),
+            parameters: patched,
+            checkpoint: None,
+            attempt: 1,
+            side_effect_may_have_started: false,
+            trace_id: call.trace_id.clone(),
+        })
+        .await
+        .map_err(|e| tool_error(e, &call.function_name))?;
+
+    let changes = changed_fields(&call.parameters, &validated.parameters);
+    let history: Vec<ParameterChange> = changes
+        .iter()
+        .map(|c| ParameterChange { field: c.field.clone(), old_value: c.old.clone(), new_value: c.new.clone() })
+        .collect();
+    if !changes.is_empty() {
+        let transition = gatehouse_store::modify_call(
+            db,
+            id,
+            &call.parameters,
+            &validated.parameters,
+            &validated.summary,
+            request.reason.as_deref(),
+            &history,
+        )?;
+        if let Transition::Rejected { current } = &transition
+            && rejection::check(Action::Modify, current).is_none()
+        {
+            return Err(ApiError::invalid_state(
+                "The call was changed by someone else at the same time. Please read it again and retry.",
+                id.clone(),
+                current.status,
+            ));
+        }
+        if !matches!(transition, Transition::Applied { .. }) {
+            return Err(rejection::refuse(db, Action::Modify, id, transition));
+        }
+    }
+    Ok(gatehouse_http::json_response(200, &response(id, &validated.parameters, &validated.summary, &changes)).into())
+}
+
+fn response(id: &ToolCallId, parameters: &Map<String, Value>, summary: &str, changes: &[FieldChange]) -> Value {
+    let applied: Vec<Applied<'_>> =
+        changes.iter().map(|c| Applied { field: &c.field, old: &c.old, new: &c.new }).collect();
+    let mut body = serde_json::json!({
+        "tool_call_id": id,
+        "status": "PENDING",
+        "updated_parameters": parameters,
+        "message": summary,
+        "modification_applied": applied.first(),
+    });
+    if applied.len() > 1
+        && let Value::Object(map) = &mut body
+    {
+        map.insert("modifications_applied".into(), serde_json::to_value(&applied).unwrap_or_default());
+    }
+    body
+}

@@ -1,0 +1,334 @@
+//! The tool-call state machine of SPEC §4, one statement per transition.
+//!
+//! Every transition is a single conditional UPDATE that also appends its `status_history`
+//! entry, so it is atomic and commits once. Each returns the call as it was before and, if the
+//! condition held, as it is after: a caller whose transition lost learns the current state
+//! without a second query.
+
+use gatehouse_domain::{SessionId, Status, ToolCallId};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::{Map, Value};
+use spin_sdk::pg4::{Connection, DbValue, ParameterValue};
+
+use crate::StoreError;
+
+/// A call as the routes report it (the SQL function `tool_call_json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub tool_call_id: ToolCallId,
+    pub session_id: SessionId,
+    pub connection_id: Option<String>,
+    pub intent_id: Option<String>,
+    pub function_name: String,
+    pub tool: String,
+    pub parameters: Map<String, Value>,
+    pub parameters_history: Vec<Value>,
+    /// The effective status: a waiting call past its deadline reads as EXPIRED.
+    pub status: Status,
+    pub status_history: Vec<Value>,
+    pub summary: Option<String>,
+    pub checkpoint: Option<Value>,
+    pub result: Option<Value>,
+    pub error_message: Option<String>,
+    pub voice_response: Option<String>,
+    pub callback_url: Option<String>,
+    pub expires_at: Option<String>,
+    pub attempts: i32,
+    pub side_effect_started_at: Option<String>,
+    pub trace_id: Option<String>,
+    pub created_at: String,
+    pub confirmed_at: Option<String>,
+    pub prepared_at: Option<String>,
+    pub executed_at: Option<String>,
+    pub completed_at: Option<String>,
+    pub execution_time_ms: Option<i64>,
+}
+
+/// The outcome of a conditional transition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transition {
+    /// No call has this id.
+    NotFound,
+    /// The condition held; the call after the change.
+    Applied { before: Box<ToolCall>, after: Box<ToolCall> },
+    /// The call was not in a state that allows the change; as it was when the statement began.
+    Rejected { current: Box<ToolCall> },
+}
+
+/// A call to create.
+#[derive(Debug, Clone)]
+pub struct NewCall<'a> {
+    pub tool_call_id: &'a ToolCallId,
+    pub session_id: &'a SessionId,
+    pub connection_id: Option<&'a str>,
+    pub intent_id: Option<&'a str>,
+    pub function_name: &'a str,
+    pub tool: &'a str,
+    pub parameters: &'a Map<String, Value>,
+    pub summary: &'a str,
+    pub callback_url: Option<&'a str>,
+    pub idempotency_key: Option<&'a str>,
+    pub request_fingerprint: &'a str,
+    pub trace_id: &'a str,
+    pub ttl_seconds: f64,
+}
+
+/// What a create did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Created {
+    /// The 201 body of the new call.
+    New(Value),
+    /// A call with this Idempotency-Key exists: its request fingerprint and its first answer.
+    Existing { fingerprint: String, response: Value },
+    /// The key's first call was being created concurrently and is not visible yet; retry.
+    Raced,
+}
+
+/// One entry for `parameters_history`, before the database stamps it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ParameterChange {
+    pub field: String,
+    pub old_value: Option<Value>,
+    pub new_value: Option<Value>,
+}
+
+/// A stranded execution the sweeper took over, with the new lease.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Claim {
+    pub tool_call_id: ToolCallId,
+    pub lease_owner: String,
+}
+
+/// An expired call, and whether it had reached the checkpoint (so the tool must discard).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExpiredCall {
+    #[serde(flatten)]
+    pub call: ToolCall,
+    pub was_prepared: bool,
+}
+
+const INSERT: &str = include_str!("sql/calls/insert.sql");
+const GET: &str = include_str!("sql/calls/get.sql");
+const MODIFY: &str = include_str!("sql/calls/modify.sql");
+const CONFIRM: &str = include_str!("sql/calls/confirm.sql");
+const RESUME: &str = include_str!("sql/calls/resume.sql");
+const CANCEL: &str = include_str!("sql/calls/cancel.sql");
+const PREPARED: &str = include_str!("sql/calls/prepared.sql");
+const BEGIN_SIDE_EFFECT: &str = include_str!("sql/calls/begin_side_effect.sql");
+const COMPLETE: &str = include_str!("sql/calls/complete.sql");
+const FAIL: &str = include_str!("sql/calls/fail.sql");
+const RELEASE: &str = include_str!("sql/calls/release.sql");
+const EXPIRE: &str = include_str!("sql/calls/expire.sql");
+const CLAIM_STRANDED: &str = include_str!("sql/calls/claim_stranded.sql");
+const FAIL_EXHAUSTED: &str = include_str!("sql/calls/fail_exhausted.sql");
+
+fn text(value: &str) -> ParameterValue {
+    ParameterValue::Str(value.to_owned())
+}
+
+fn optional_text(value: Option<&str>) -> ParameterValue {
+    value.map_or(ParameterValue::DbNull, text)
+}
+
+fn json(value: &impl Serialize) -> Result<ParameterValue, StoreError> {
+    serde_json::to_vec(value)
+        .map(ParameterValue::Jsonb)
+        .map_err(|e| StoreError::Unexpected(format!("encoding a parameter: {e}")))
+}
+
+fn decode<T: DeserializeOwned>(value: &DbValue) -> Result<Option<T>, StoreError> {
+    match value {
+        DbValue::DbNull => Ok(None),
+        DbValue::Jsonb(bytes) => serde_json::from_slice(bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Unexpected(format!("decoding a query result: {e}"))),
+        other => Err(StoreError::Unexpected(format!("expected jsonb, got {other:?}"))),
+    }
+}
+
+/// Runs a statement that answers one row, and hands back its columns.
+fn one_row(db: &Connection, sql: &str, params: &[ParameterValue]) -> Result<Vec<DbValue>, StoreError> {
+    let rows = db.query(sql, params)?;
+    rows.rows.into_iter().next().ok_or_else(|| StoreError::Unexpected("the statement returned no row".into()))
+}
+
+fn transition(db: &Connection, sql: &str, params: &[ParameterValue]) -> Result<Transition, StoreError> {
+    let row = one_row(db, sql, params)?;
+    let before: Option<ToolCall> = row.first().map(decode).transpose()?.flatten();
+    let after: Option<ToolCall> = row.get(1).map(decode).transpose()?.flatten();
+    Ok(match (before, after) {
+        (Some(before), Some(after)) => Transition::Applied { before: Box::new(before), after: Box::new(after) },
+        (Some(current), None) => Transition::Rejected { current: Box::new(current) },
+        (None, _) => Transition::NotFound,
+    })
+}
+
+fn id(id: &ToolCallId) -> ParameterValue {
+    text(id.as_str())
+}
+
+pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, StoreError> {
+    let row = one_row(
+        db,
+        INSERT,
+        &[
+            id(call.tool_call_id),
+            text(call.session_id.as_str()),
+            optional_text(call.connection_id),
+            optional_text(call.intent_id),
+            text(call.function_name),
+            text(call.tool),
+            json(call.parameters)?,
+            text(call.summary),
+            optional_text(call.callback_url),
+            optional_text(call.idempotency_key),
+            text(call.request_fingerprint),
+            text(call.trace_id),
+            ParameterValue::Floating64(call.ttl_seconds),
+        ],
+    )?;
+    #[derive(Deserialize)]
+    struct Existing {
+        fingerprint: Option<String>,
+        response: Value,
+    }
+    if let Some(created) = row.first().map(decode::<Value>).transpose()?.flatten() {
+        return Ok(Created::New(created));
+    }
+    match row.get(1).map(decode::<Existing>).transpose()?.flatten() {
+        Some(existing) => {
+            Ok(Created::Existing { fingerprint: existing.fingerprint.unwrap_or_default(), response: existing.response })
+        }
+        None => Ok(Created::Raced),
+    }
+}
+
+pub fn get_call(db: &Connection, tool_call_id: &ToolCallId) -> Result<Option<ToolCall>, StoreError> {
+    let rows = db.query(GET, &[id(tool_call_id)])?;
+    match rows.rows.first().and_then(|row| row.first()) {
+        Some(value) => decode(value),
+        None => Ok(None),
+    }
+}
+
+pub fn modify_call(
+    db: &Connection,
+    tool_call_id: &ToolCallId,
+    expected: &Map<String, Value>,
+    parameters: &Map<String, Value>,
+    summary: &str,
+    reason: Option<&str>,
+    changes: &[ParameterChange],
+) -> Result<Transition, StoreError> {
+    transition(
+        db,
+        MODIFY,
+        &[id(tool_call_id), json(expected)?, json(parameters)?, text(summary), optional_text(reason), json(&changes)?],
+    )
+}
+
+pub fn confirm_call(
+    db: &Connection,
+    tool_call_id: &ToolCallId,
+    lease_owner: &str,
+    lease_seconds: f64,
+    callback_url: Option<&str>,
+) -> Result<Transition, StoreError> {
+    transition(
+        db,
+        CONFIRM,
+        &[id(tool_call_id), text(lease_owner), ParameterValue::Floating64(lease_seconds), optional_text(callback_url)],
+    )
+}
+
+pub fn resume_call(
+    db: &Connection,
+    tool_call_id: &ToolCallId,
+    lease_owner: &str,
+    lease_seconds: f64,
+) -> Result<Transition, StoreError> {
+    transition(db, RESUME, &[id(tool_call_id), text(lease_owner), ParameterValue::Floating64(lease_seconds)])
+}
+
+pub fn cancel_call(
+    db: &Connection,
+    tool_call_id: &ToolCallId,
+    reason: Option<&str>,
+    actor: &str,
+    voice_response: &str,
+) -> Result<Transition, StoreError> {
+    transition(db, CANCEL, &[id(tool_call_id), optional_text(reason), text(actor), text(voice_response)])
+}
+
+pub fn mark_prepared(
+    db: &Connection,
+    tool_call_id: &ToolCallId,
+    lease_owner: &str,
+    checkpoint: &Value,
+    checkpoint_ttl_seconds: f64,
+) -> Result<Transition, StoreError> {
+    transition(
+        db,
+        PREPARED,
+        &[id(tool_call_id), text(lease_owner), json(checkpoint)?, ParameterValue::Floating64(checkpoint_ttl_seconds)],
+    )
+}
+
+pub fn begin_side_effect(db: &Connection, tool_call_id: &ToolCallId, lease_owner: &str) -> Result<Transition, StoreError> {
+    transition(db, BEGIN_SIDE_EFFECT, &[id(tool_call_id), text(lease_owner)])
+}
+
+pub fn complete_call(
+    db: &Connection,
+    tool_call_id: &ToolCallId,
+    lease_owner: &str,
+    result: &Value,
+    voice_response: &str,
+) -> Result<Transition, StoreError> {
+    transition(db, COMPLETE, &[id(tool_call_id), text(lease_owner), json(result)?, text(voice_response)])
+}
+
+pub fn fail_call(
+    db: &Connection,
+    tool_call_id: &ToolCallId,
+    lease_owner: &str,
+    reason: &str,
+    voice_response: &str,
+) -> Result<Transition, StoreError> {
+    transition(db, FAIL, &[id(tool_call_id), text(lease_owner), text(reason), text(voice_response)])
+}
+
+pub fn release_lease(
+    db: &Connection,
+    tool_call_id: &ToolCallId,
+    lease_owner: &str,
+    problem: &str,
+) -> Result<Transition, StoreError> {
+    transition(db, RELEASE, &[id(tool_call_id), text(lease_owner), text(problem)])
+}
+
+fn list<T: DeserializeOwned>(db: &Connection, sql: &str, params: &[ParameterValue]) -> Result<Vec<T>, StoreError> {
+    let row = one_row(db, sql, params)?;
+    Ok(row.first().map(decode::<Vec<T>>).transpose()?.flatten().unwrap_or_default())
+}
+
+pub fn expire_stale_calls(db: &Connection, batch: i64) -> Result<Vec<ExpiredCall>, StoreError> {
+    list(db, EXPIRE, &[ParameterValue::Int64(batch)])
+}
+
+pub fn claim_stranded_calls(
+    db: &Connection,
+    lease_seconds: f64,
+    max_attempts: i32,
+    batch: i64,
+) -> Result<Vec<Claim>, StoreError> {
+    list(
+        db,
+        CLAIM_STRANDED,
+        &[ParameterValue::Floating64(lease_seconds), ParameterValue::Int32(max_attempts), ParameterValue::Int64(batch)],
+    )
+}
+
+pub fn fail_exhausted_calls(db: &Connection, max_attempts: i32, batch: i64) -> Result<Vec<ToolCall>, StoreError> {
+    list(db, FAIL_EXHAUSTED, &[ParameterValue::Int32(max_attempts), ParameterValue::Int64(batch)])
+}

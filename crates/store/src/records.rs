@@ -1,0 +1,117 @@
+//! Append-only audit rows: tool executions and callback delivery attempts, and the
+//! session context tools leave behind.
+
+use serde_json::Value;
+use spin_sdk::pg4::{Connection, DbValue, ParameterValue};
+
+use crate::StoreError;
+
+/// One operation a tool component performed (SPEC §3 `tool_executions`).
+#[derive(Debug, Clone)]
+pub struct ToolExecution<'a> {
+    pub tool: &'a str,
+    pub component: &'a str,
+    pub component_version: &'a str,
+    pub operation: &'a str,
+    pub tool_call_id: Option<&'a str>,
+    /// Unix seconds, with fractions.
+    pub started_at: f64,
+    pub duration_ms: f64,
+    /// `ok`, `rejected`, `failed` or `crashed`.
+    pub outcome: &'a str,
+    pub error: Option<&'a str>,
+}
+
+pub fn record_tool_execution(db: &Connection, row: &ToolExecution<'_>) -> Result<(), StoreError> {
+    db.execute(
+        "INSERT INTO tool_executions (tool, component, component_version, operation, tool_call_id,
+                                      started_at, duration_ms, outcome, error)
+         VALUES ($1, $2, $3, $4, $5, to_timestamp($6), $7, $8, $9)",
+        &[
+            ParameterValue::Str(row.tool.to_owned()),
+            ParameterValue::Str(row.component.to_owned()),
+            ParameterValue::Str(row.component_version.to_owned()),
+            ParameterValue::Str(row.operation.to_owned()),
+            row.tool_call_id.map_or(ParameterValue::DbNull, |id| ParameterValue::Str(id.to_owned())),
+            ParameterValue::Floating64(row.started_at),
+            ParameterValue::Floating64(row.duration_ms),
+            ParameterValue::Str(row.outcome.to_owned()),
+            row.error.map_or(ParameterValue::DbNull, |e| ParameterValue::Str(e.to_owned())),
+        ],
+    )?;
+    Ok(())
+}
+
+/// One attempt to deliver a callback.
+#[derive(Debug, Clone)]
+pub struct CallbackAttempt<'a> {
+    pub tool_call_id: &'a str,
+    pub kind: &'a str,
+    pub url: &'a str,
+    pub attempt: i32,
+    pub status_code: Option<i32>,
+    pub error: Option<&'a str>,
+    pub duration_ms: f64,
+}
+
+pub fn record_callback_attempt(db: &Connection, row: &CallbackAttempt<'_>) -> Result<(), StoreError> {
+    db.execute(
+        "INSERT INTO callback_attempts (tool_call_id, kind, url, attempt, status_code, error, duration_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            ParameterValue::Str(row.tool_call_id.to_owned()),
+            ParameterValue::Str(row.kind.to_owned()),
+            ParameterValue::Str(row.url.to_owned()),
+            ParameterValue::Int32(row.attempt),
+            row.status_code.map_or(ParameterValue::DbNull, ParameterValue::Int32),
+            row.error.map_or(ParameterValue::DbNull, |e| ParameterValue::Str(e.to_owned())),
+            ParameterValue::Floating64(row.duration_ms),
+        ],
+    )?;
+    Ok(())
+}
+
+/// A session context value that has not expired.
+pub fn session_context_get(db: &Connection, session_id: &str, key: &str) -> Result<Option<Value>, StoreError> {
+    let rows = db.query(
+        "SELECT context_value FROM session_context
+          WHERE session_id = $1 AND context_key = $2 AND expires_at > now()",
+        &[ParameterValue::Str(session_id.to_owned()), ParameterValue::Str(key.to_owned())],
+    )?;
+    match rows.rows.first().and_then(|row| row.first()) {
+        Some(DbValue::Jsonb(bytes)) => serde_json::from_slice(bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Unexpected(format!("decoding session context: {e}"))),
+        _ => Ok(None),
+    }
+}
+
+/// Stores (or replaces) a session context value for `ttl_seconds`.
+pub fn session_context_put(
+    db: &Connection,
+    session_id: &str,
+    key: &str,
+    value: &Value,
+    ttl_seconds: f64,
+) -> Result<(), StoreError> {
+    let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Unexpected(format!("encoding context: {e}")))?;
+    db.execute(
+        "INSERT INTO session_context (session_id, context_key, context_value, created_at, expires_at)
+         VALUES ($1, $2, $3, now(), now() + make_interval(secs => $4::float8))
+         ON CONFLICT (session_id, context_key) DO UPDATE
+            SET context_value = EXCLUDED.context_value, created_at = EXCLUDED.created_at,
+                expires_at = EXCLUDED.expires_at",
+        &[
+            ParameterValue::Str(session_id.to_owned()),
+            ParameterValue::Str(key.to_owned()),
+            ParameterValue::Jsonb(bytes),
+            ParameterValue::Floating64(ttl_seconds),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Deletes expired session context rows; returns how many.
+pub fn purge_expired_session_context(db: &Connection) -> Result<u64, StoreError> {
+    Ok(db.execute("DELETE FROM session_context WHERE expires_at <= now()", &[])?)
+}

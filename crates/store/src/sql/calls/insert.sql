@@ -1,0 +1,24 @@
+-- Create a PENDING call, or find the first call made with the same Idempotency-Key.
+-- $1 id, $2 session, $3 connection, $4 intent, $5 function_name, $6 tool, $7 parameters,
+-- $8 summary, $9 callback_url, $10 idempotency_key, $11 fingerprint, $12 trace_id, $13 ttl s.
+-- The 201 body is built here, with the database's deadline, and stored for retries.
+WITH inserted AS (
+    INSERT INTO tool_calls (tool_call_id, session_id, connection_id, intent_id, function_name, tool,
+                            parameters, summary, callback_url, idempotency_key, request_fingerprint,
+                            trace_id, status, status_history, expires_at, create_response)
+    SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, 'PENDING',
+           jsonb_build_array(status_entry('PENDING', NULL, 'relay')), deadline,
+           jsonb_build_object(
+               'tool_call_id', $1::text, 'status', 'PENDING', 'function_name', $5::text,
+               'parameters', $7::jsonb, 'message', $8::text,
+               'actions_available', jsonb_build_array('confirm', 'modify', 'cancel'),
+               'expires_at', rfc3339_utc(deadline))
+      FROM (SELECT now() + make_interval(secs => $13::float8) AS deadline) AS d
+    ON CONFLICT (session_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING create_response
+)
+SELECT (SELECT create_response FROM inserted) AS created,
+       (SELECT jsonb_build_object('fingerprint', c.request_fingerprint, 'response', c.create_response)
+          FROM tool_calls c
+         WHERE $10::text IS NOT NULL AND c.session_id = $2 AND c.idempotency_key = $10
+           AND NOT EXISTS (SELECT 1 FROM inserted)) AS existing

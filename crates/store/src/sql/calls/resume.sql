@@ -1,0 +1,14 @@
+-- PREPARED -> EXECUTING on "proceed". $1 id, $2 lease owner, $3 lease seconds.
+WITH before AS (SELECT c FROM tool_calls c WHERE c.tool_call_id = $1),
+changed AS (
+    UPDATE tool_calls c
+       SET status = 'EXECUTING',
+           status_history = c.status_history || jsonb_build_array(status_entry('EXECUTING', 'proceed', 'resume')),
+           expires_at = NULL, attempts = 1, error_message = NULL,
+           lease_owner = $2, lease_until = now() + make_interval(secs => $3::float8)
+     WHERE c.tool_call_id = $1
+       AND c.status = 'PREPARED' AND c.expires_at > now()
+    RETURNING c
+)
+SELECT (SELECT tool_call_json(before.c) FROM before) AS before,
+       (SELECT tool_call_json(changed.c) FROM changed) AS after

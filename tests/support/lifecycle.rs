@@ -1,0 +1,317 @@
+//! Serving the application with the test-only fixture tool, and a relay that records the
+//! callbacks it receives.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+use crate::{Runner, RunnerOptions, TOKEN, workspace_root};
+
+/// The HMAC key the test runners sign callbacks with.
+pub const CALLBACK_SECRET: &str = "test-callback-secret";
+/// The registry entry that maps the fixture's function names to its component.
+pub const FIXTURE_REGISTRY: &str = "fixture_action|fixture_alias=fixture-tool";
+
+/// spin.toml with the fixture tool added, written once per test process under target/.
+/// Source paths are made absolute so the file can live anywhere.
+pub fn lifecycle_manifest() -> Result<PathBuf> {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(path) = PATH.get() {
+        return Ok(path.clone());
+    }
+    let root = workspace_root();
+    let mut app: toml::Table = std::fs::read_to_string(root.join("spin.toml"))?.parse()?;
+    let fixtures: toml::Table = std::fs::read_to_string(root.join("tests/fixtures/spin.toml"))?.parse()?;
+    let fixture_tool = fixtures
+        .get("component")
+        .and_then(|c| c.get("fixture-tool"))
+        .cloned()
+        .context("tests/fixtures/spin.toml has no fixture-tool component")?;
+    let components = app.get_mut("component").and_then(toml::Value::as_table_mut).context("no components")?;
+    components.insert("fixture-tool".into(), fixture_tool);
+    for (id, component) in components.iter_mut() {
+        let table = component.as_table_mut().context("component is not a table")?;
+        let source = table.get("source").and_then(toml::Value::as_str).context("no source")?;
+        let base = if id == "fixture-tool" { root.join("tests/fixtures") } else { root.clone() };
+        let absolute = base.join(source).canonicalize().with_context(|| format!("{id}: {source} (built?)"))?;
+        table.insert("source".into(), toml::Value::String(absolute.display().to_string()));
+        table.remove("build");
+    }
+    let triggers = app
+        .get_mut("trigger")
+        .and_then(|t| t.get_mut("http"))
+        .and_then(toml::Value::as_array_mut)
+        .context("no http triggers")?;
+    let mut private = toml::Table::new();
+    private.insert("route".into(), toml::Value::Table(toml::toml! { private = true }));
+    private.insert("component".into(), toml::Value::String("fixture-tool".into()));
+    triggers.push(toml::Value::Table(private));
+
+    let dir = root.join("target/test-state/manifests");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("lifecycle-{}.toml", std::process::id()));
+    std::fs::write(&path, toml::to_string(&app)?)?;
+    Ok(PATH.get_or_init(|| path).clone())
+}
+
+/// The fixture tool's own tables: its side effects and every operation it ran.
+pub async fn ensure_fixture_tables(db: &tokio_postgres::Client) -> Result<()> {
+    db.batch_execute(
+        "SELECT pg_advisory_lock(4242);
+         CREATE TABLE IF NOT EXISTS fixture_tool_effects (
+             effect_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+             tool_call_id text NOT NULL,
+             created_at timestamptz NOT NULL DEFAULT now());
+         CREATE TABLE IF NOT EXISTS fixture_tool_log (
+             tool_call_id text NOT NULL,
+             operation text NOT NULL,
+             attempt integer NOT NULL,
+             created_at timestamptz NOT NULL DEFAULT now());
+         SELECT pg_advisory_unlock(4242);",
+    )
+    .await?;
+    Ok(())
+}
+
+/// The application plus fixture tool, served by one runner.
+pub struct App {
+    pub runner: Runner,
+    pub http: reqwest::Client,
+}
+
+/// Variables every lifecycle test runner gets; `extra` overrides or adds.
+pub fn lifecycle_options(extra: &[(&str, &str)], args: &[&str]) -> RunnerOptions {
+    let mut variables: Vec<(String, String)> =
+        vec![("tool_registry".into(), FIXTURE_REGISTRY.into()), ("callback_secret".into(), CALLBACK_SECRET.into())];
+    for (name, value) in extra {
+        variables.retain(|(n, _)| n != name);
+        variables.push(((*name).into(), (*value).into()));
+    }
+    RunnerOptions { variables, env: Vec::new(), extra_args: args.iter().map(|a| (*a).to_owned()).collect() }
+}
+
+/// A JSON answer: status and body (`Null` if the body is not JSON).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl App {
+    pub async fn start(options: RunnerOptions) -> Result<App> {
+        let db = crate::db().await?;
+        ensure_fixture_tables(&db).await?;
+        let runner = Runner::start(&lifecycle_manifest()?, options)?;
+        Ok(App { runner, http: reqwest::Client::new() })
+    }
+
+    pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Answer> {
+        self.send_with(method, path, body, &[]).await
+    }
+
+    pub async fn send_with(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Result<Answer> {
+        let mut request = self.http.request(method, self.runner.url(path)).bearer_auth(TOKEN);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await?;
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok(Answer { status, body, headers })
+    }
+
+    pub async fn create(&self, session: &str, parameters: Value, callback_url: Option<&str>) -> Result<Answer> {
+        let mut body = json!({"session_id": session, "function_name": "fixture_action", "parameters": parameters});
+        if let Some(url) = callback_url {
+            body["callback_url"] = json!(url);
+        }
+        self.send(reqwest::Method::POST, "/voice-tools/pending", Some(body)).await
+    }
+
+    /// Creates a call and returns its id, failing the test if that does not work.
+    pub async fn create_id(&self, session: &str, parameters: Value, callback_url: Option<&str>) -> Result<String> {
+        let answer = self.create(session, parameters, callback_url).await?;
+        if answer.status != 201 {
+            bail!("create answered {}: {}", answer.status, answer.body);
+        }
+        answer.body["tool_call_id"].as_str().map(str::to_owned).context("no tool_call_id")
+    }
+
+    pub async fn confirm(&self, id: &str) -> Result<Answer> {
+        self.send(reqwest::Method::POST, &format!("/voice-tools/confirm/{id}"), None).await
+    }
+
+    pub async fn cancel(&self, id: &str) -> Result<Answer> {
+        self.send(reqwest::Method::DELETE, &format!("/voice-tools/cancel/{id}"), None).await
+    }
+
+    pub async fn resume(&self, id: &str, action: &str) -> Result<Answer> {
+        self.send(reqwest::Method::POST, &format!("/resume-execution/{id}"), Some(json!({"action": action}))).await
+    }
+
+    pub async fn status(&self, id: &str) -> Result<Answer> {
+        self.send(reqwest::Method::GET, &format!("/voice-tools/status/{id}"), None).await
+    }
+
+    pub async fn sweep(&self) -> Result<Answer> {
+        self.send(reqwest::Method::POST, "/voice-tools/sweep", None).await
+    }
+
+    /// Polls the call until its status is `wanted`, or fails after `timeout`.
+    pub async fn wait_for(&self, id: &str, wanted: &str, timeout: Duration) -> Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let answer = self.status(id).await?;
+            if answer.body["status"] == wanted {
+                return Ok(answer.body);
+            }
+            if Instant::now() > deadline {
+                bail!("{id} is {} after {timeout:?}, not {wanted}: {}", answer.body["status"], answer.body);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// How the test relay answers progress callbacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressReply {
+    Continue,
+    Cancel,
+}
+
+/// One callback the relay received, with whether its signature verified.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub kind: String,
+    pub body: Value,
+    pub signature_valid: bool,
+    pub traceparent: Option<String>,
+}
+
+/// A relay: an HTTP server that records the callbacks it receives and checks their signatures.
+pub struct Relay {
+    pub url: String,
+    received: Arc<Mutex<Vec<Received>>>,
+    reply: Arc<Mutex<ProgressReply>>,
+}
+
+impl Relay {
+    pub async fn start() -> Result<Relay> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/callbacks", listener.local_addr()?);
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let reply = Arc::new(Mutex::new(ProgressReply::Continue));
+        let (sink, mode) = (received.clone(), reply.clone());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (sink, mode) = (sink.clone(), mode.clone());
+                tokio::spawn(async move {
+                    let service = service_fn(move |request: hyper::Request<Incoming>| {
+                        let (sink, mode) = (sink.clone(), mode.clone());
+                        async move { Ok::<_, Infallible>(receive(request, &sink, &mode).await) }
+                    });
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        });
+        Ok(Relay { url, received, reply })
+    }
+
+    pub fn set_progress_reply(&self, reply: ProgressReply) {
+        if let Ok(mut mode) = self.reply.lock() {
+            *mode = reply;
+        }
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// The callbacks for one call, in arrival order.
+    pub fn for_call(&self, id: &str) -> Vec<Received> {
+        self.received().into_iter().filter(|r| r.body["tool_call_id"] == id).collect()
+    }
+
+    /// Waits until a callback of `kind` for the call has arrived, and returns it.
+    pub async fn wait_for(&self, id: &str, kind: &str, timeout: Duration) -> Result<Received> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(found) = self.for_call(id).into_iter().find(|r| r.kind == kind) {
+                return Ok(found);
+            }
+            if Instant::now() > deadline {
+                bail!("no {kind} callback for {id} within {timeout:?}; got {:?}", self.for_call(id));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+async fn receive(
+    request: hyper::Request<Incoming>,
+    sink: &Mutex<Vec<Received>>,
+    mode: &Mutex<ProgressReply>,
+) -> hyper::Response<Full<Bytes>> {
+    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let (signature, kind, traceparent) =
+        (header("x-gatehouse-signature"), header("x-gatehouse-callback"), header("traceparent"));
+    let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let signature_valid = signature.as_deref().is_some_and(|signature| {
+        gatehouse_domain::callback::verify(CALLBACK_SECRET.as_bytes(), signature, &body, now, 300)
+    });
+    let kind = kind.unwrap_or_default();
+    let reply = if kind == "progress" && mode.lock().map(|m| *m == ProgressReply::Cancel).unwrap_or(false) {
+        json!({"cancel": true, "reason": "the caller changed their mind"})
+    } else {
+        json!({"continue": true})
+    };
+    if let Ok(mut received) = sink.lock() {
+        received.push(Received {
+            kind,
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            signature_valid,
+            traceparent,
+        });
+    }
+    hyper::Response::new(Full::new(Bytes::from(reply.to_string())))
+}
+
+impl App {
+    /// Polls the call until it is settled (COMPLETED, FAILED, CANCELLED or EXPIRED).
+    pub async fn wait_for_settled(&self, id: &str) -> Result<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let body = self.status(id).await?.body;
+            if matches!(body["status"].as_str(), Some("COMPLETED" | "FAILED" | "CANCELLED" | "EXPIRED")) {
+                return Ok(body);
+            }
+            if Instant::now() > deadline {
+                bail!("{id} did not settle: {body}");
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
