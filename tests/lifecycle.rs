@@ -560,3 +560,42 @@ async fn a_relay_can_cancel_from_the_progress_callback() -> Result<()> {
     assert_eq!(operations(&id, "prepare").await?, 0);
     Ok(())
 }
+
+/// The test manifest must serve exactly the application's components and routes, plus the
+/// fixture tool, or the lifecycle tests would test something else than what ships.
+#[test]
+fn the_test_manifest_matches_the_application() -> Result<()> {
+    let read = |path: &str| -> Result<toml::Table> {
+        Ok(std::fs::read_to_string(gatehouse_tests::workspace_root().join(path))?.parse()?)
+    };
+    let (app, test) = (read("spin.toml")?, read("tests/fixtures/lifecycle.toml")?);
+    let components = |t: &toml::Table| -> Vec<(String, toml::Value)> {
+        let mut list: Vec<_> = t["component"].as_table().into_iter().flatten().map(|(id, c)| {
+            let mut c = c.clone();
+            if let Some(c) = c.as_table_mut() {
+                c.remove("build");
+                let source = c.get("source").and_then(|s| s.as_str()).unwrap_or_default().replace("../../", "");
+                c.insert("source".into(), source.into());
+            }
+            (id.clone(), c)
+        }).collect();
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        list
+    };
+    let mut expected = components(&app);
+    expected.extend(components(&test).into_iter().filter(|(id, _)| id == "fixture-tool"));
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(components(&test), expected);
+    let mut triggers = app["trigger"]["http"].as_array().cloned().unwrap_or_default();
+    triggers.push(toml::toml! { route = { private = true } component = "fixture-tool" }.into());
+    assert_eq!(test["trigger"]["http"].as_array().cloned().unwrap_or_default().len(), triggers.len());
+    for trigger in &triggers {
+        assert!(test["trigger"]["http"].as_array().is_some_and(|t| t.contains(trigger)), "missing {trigger}");
+    }
+    let mut app_vars = app["variables"].as_table().cloned().unwrap_or_default();
+    app_vars.remove("tool_registry");
+    let mut test_vars = test["variables"].as_table().cloned().unwrap_or_default();
+    test_vars.remove("tool_registry");
+    assert_eq!(test_vars, app_vars);
+    Ok(())
+}

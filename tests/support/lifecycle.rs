@@ -3,7 +3,7 @@
 
 use std::convert::Infallible;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -21,46 +21,9 @@ pub const CALLBACK_SECRET: &str = "test-callback-secret";
 /// The registry entry that maps the fixture's function names to its component.
 pub const FIXTURE_REGISTRY: &str = "fixture_action|fixture_alias=fixture-tool";
 
-/// spin.toml with the fixture tool added, written once per test process under target/.
-/// Source paths are made absolute so the file can live anywhere.
-pub fn lifecycle_manifest() -> Result<PathBuf> {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    if let Some(path) = PATH.get() {
-        return Ok(path.clone());
-    }
-    let root = workspace_root();
-    let mut app: toml::Table = std::fs::read_to_string(root.join("spin.toml"))?.parse()?;
-    let fixtures: toml::Table = std::fs::read_to_string(root.join("tests/fixtures/spin.toml"))?.parse()?;
-    let fixture_tool = fixtures
-        .get("component")
-        .and_then(|c| c.get("fixture-tool"))
-        .cloned()
-        .context("tests/fixtures/spin.toml has no fixture-tool component")?;
-    let components = app.get_mut("component").and_then(toml::Value::as_table_mut).context("no components")?;
-    components.insert("fixture-tool".into(), fixture_tool);
-    for (id, component) in components.iter_mut() {
-        let table = component.as_table_mut().context("component is not a table")?;
-        let source = table.get("source").and_then(toml::Value::as_str).context("no source")?;
-        let base = if id == "fixture-tool" { root.join("tests/fixtures") } else { root.clone() };
-        let absolute = base.join(source).canonicalize().with_context(|| format!("{id}: {source} (built?)"))?;
-        table.insert("source".into(), toml::Value::String(absolute.display().to_string()));
-        table.remove("build");
-    }
-    let triggers = app
-        .get_mut("trigger")
-        .and_then(|t| t.get_mut("http"))
-        .and_then(toml::Value::as_array_mut)
-        .context("no http triggers")?;
-    let mut private = toml::Table::new();
-    private.insert("route".into(), toml::Value::Table(toml::toml! { private = true }));
-    private.insert("component".into(), toml::Value::String("fixture-tool".into()));
-    triggers.push(toml::Value::Table(private));
-
-    let dir = root.join("target/test-state/manifests");
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!("lifecycle-{}.toml", std::process::id()));
-    std::fs::write(&path, toml::to_string(&app)?)?;
-    Ok(PATH.get_or_init(|| path).clone())
+/// The application of spin.toml plus the fixture tool (tests/fixtures/lifecycle.toml).
+pub fn lifecycle_manifest() -> PathBuf {
+    workspace_root().join("tests/fixtures/lifecycle.toml")
 }
 
 /// The fixture tool's own tables: its side effects and every operation it ran.
@@ -111,7 +74,7 @@ impl App {
     pub async fn start(options: RunnerOptions) -> Result<App> {
         let db = crate::db().await?;
         ensure_fixture_tables(&db).await?;
-        let runner = Runner::start(&lifecycle_manifest()?, options)?;
+        let runner = Runner::start(&lifecycle_manifest(), options)?;
         Ok(App { runner, http: reqwest::Client::new() })
     }
 

@@ -49,11 +49,17 @@ pub struct UpArgs {
     pub sweep_component: String,
 }
 
-/// A non-negative, finite number of seconds, fractions allowed (`0.2`).
+/// The longest sweep interval accepted: longer is surely a typo, and a huge one would overflow
+/// the timer's deadline.
+const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A number of seconds from 0 to a day, fractions allowed (`0.2`).
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     let seconds: f64 = text.trim().parse().map_err(|_| format!("'{text}' is not a number of seconds"))?;
     Duration::try_from_secs_f64(seconds)
-        .map_err(|_| format!("'{text}' is not a non-negative, finite number of seconds"))
+        .ok()
+        .filter(|interval| *interval <= MAX_SWEEP_INTERVAL)
+        .ok_or_else(|| format!("'{text}' is not between 0 and {} seconds", MAX_SWEEP_INTERVAL.as_secs()))
 }
 
 pub async fn run(args: UpArgs) -> Result<()> {
@@ -147,7 +153,9 @@ async fn listen(
         variables.provided.insert("api_token".into(), DEV_TOKEN.into());
     }
     if !variables.flags.contains_key("callback_secret") && !variables.env.contains_key("callback_secret") {
-        eprintln!("dev mode: no SPIN_VARIABLE_CALLBACK_SECRET set, so callbacks are signed with '{DEV_CALLBACK_SECRET}'");
+        eprintln!(
+            "dev mode: no SPIN_VARIABLE_CALLBACK_SECRET set, so callbacks are signed with '{DEV_CALLBACK_SECRET}'"
+        );
         variables.provided.insert("callback_secret".into(), DEV_CALLBACK_SECRET.into());
     }
 
@@ -180,4 +188,20 @@ async fn shutdown_signal() {
         _ = terminate.recv() => {}
     }
     crate::log::info("shutting down", serde_json::json!({}));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_intervals_are_seconds_from_zero_to_a_day() {
+        assert_eq!(parse_seconds("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_seconds("0.2"), Ok(Duration::from_millis(200)));
+        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_seconds("86400"), Ok(MAX_SWEEP_INTERVAL));
+        for bad in ["-1", "86401", "inf", "NaN", "", "5s"] {
+            assert!(parse_seconds(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
 }
