@@ -599,3 +599,105 @@ fn the_test_manifest_matches_the_application() -> Result<()> {
     assert_eq!(test_vars, app_vars);
     Ok(())
 }
+
+/// A relay that fails is retried with backoff, every attempt is recorded, and one that cannot be
+/// reached at all never holds up or corrupts the call.
+#[tokio::test]
+async fn callbacks_are_retried_recorded_and_never_block_the_call() -> Result<()> {
+    let app = app().await?;
+    let relay = Relay::start().await?;
+    let params = json!({"to": "c@example.com", "checkpoint": false});
+    let id = app.create_id(&unique("retry"), params.clone(), Some(&relay.url)).await?;
+    relay.fail_next(3); // the progress callback (one attempt) and two completion attempts
+    assert_eq!(app.confirm(&id).await?.status, 202);
+    app.wait_for(&id, "COMPLETED", SETTLE).await?;
+    let db = db().await?;
+    let mut attempts = Vec::new();
+    for _ in 0..300 {
+        attempts = db
+            .query(
+                "SELECT kind, attempt, status_code FROM callback_attempts WHERE tool_call_id = $1 ORDER BY attempt_id",
+                &[&id],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i32>(1), r.get::<_, Option<i32>>(2)))
+            .collect();
+        if attempts.len() >= 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let delivered = relay.for_call(&id);
+    assert!(delivered.iter().all(|r| r.signature_valid));
+    assert_eq!(delivered.iter().filter(|r| r.kind == "completion").count(), 3);
+    let expected = [
+        ("progress", 1, Some(500)),
+        ("completion", 1, Some(500)),
+        ("completion", 2, Some(500)),
+        ("completion", 3, Some(200)),
+    ];
+    let expected: Vec<(String, i32, Option<i32>)> = expected.iter().map(|(k, a, s)| ((*k).into(), *a, *s)).collect();
+    assert_eq!(attempts, expected);
+
+    // Nobody listens on port 9 of the loopback: every attempt fails, the call completes anyway.
+    let unreachable = "http://127.0.0.1:9/callbacks";
+    let id = app.create_id(&unique("unreachable"), params, Some(unreachable)).await?;
+    assert_eq!(app.confirm(&id).await?.status, 202);
+    app.wait_for(&id, "COMPLETED", SETTLE).await?;
+    for _ in 0..300 {
+        let failed: i64 = db
+            .query_one("SELECT count(*) FROM callback_attempts WHERE tool_call_id = $1 AND kind = 'completion' AND error IS NOT NULL", &[&id])
+            .await?
+            .get(0);
+        if failed == 4 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    anyhow::bail!("the unreachable relay's four completion attempts were not all recorded")
+}
+
+/// A call left at the checkpoint expires too: resume is refused, the tool discards its
+/// prepared work, and the relay hears EXPIRED.
+#[tokio::test]
+async fn a_call_left_at_the_checkpoint_expires_and_is_discarded() -> Result<()> {
+    let app = App::start(lifecycle_options(&[("checkpoint_ttl_seconds", "1")], &["--sweep-interval", "0.2"])).await?;
+    let relay = Relay::start().await?;
+    let id = app.create_id(&unique("checkpoint_ttl"), json!({"to": "x@example.com"}), Some(&relay.url)).await?;
+    let confirmed =
+        app.send_with(Method::POST, &format!("/voice-tools/confirm/{id}"), None, &[("prefer", "wait=10")]).await?;
+    assert_eq!(confirmed.body["status"], "PREPARED");
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let resume = app.resume(&id, "proceed").await?;
+    assert_eq!((resume.status, resume.body["code"].as_str()), (410, Some("expired")));
+    assert_eq!(relay.wait_for(&id, "completion", SETTLE).await?.body["status"], "EXPIRED");
+    for _ in 0..200 {
+        if operations(&id, "discard").await? == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(operations(&id, "discard").await?, 1);
+    assert_eq!(operations(&id, "execute").await?, 0);
+    Ok(())
+}
+
+/// `Prefer: wait=N` on status answers as soon as the call leaves EXECUTING.
+#[tokio::test]
+async fn status_long_polls_until_the_call_moves_on() -> Result<()> {
+    let app = app().await?;
+    let id = app.create_id(&unique("poll"), json!({"to": "w@example.com", "delay_ms": {"prepare": 600}}), None).await?;
+    assert_eq!(app.confirm(&id).await?.status, 202);
+    let started = std::time::Instant::now();
+    let polled = app.send_with(Method::GET, &format!("/voice-tools/status/{id}"), None, &[("prefer", "wait=10")]).await?;
+    assert_eq!(polled.body["status"], "PREPARED", "{}", polled.body);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // A short wait on a call that stays EXECUTING answers with EXECUTING when it runs out.
+    let slow = app.create_id(&unique("poll"), json!({"to": "w@example.com", "delay_ms": {"prepare": 3000}}), None).await?;
+    assert_eq!(app.confirm(&slow).await?.status, 202);
+    let polled = app.send_with(Method::GET, &format!("/voice-tools/status/{slow}"), None, &[("prefer", "wait=1")]).await?;
+    assert_eq!(polled.body["status"], "EXECUTING");
+    assert_eq!(polled.headers.get("preference-applied").and_then(|v| v.to_str().ok()), Some("wait=1"));
+    Ok(())
+}

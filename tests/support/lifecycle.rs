@@ -178,6 +178,8 @@ pub struct Relay {
     pub url: String,
     received: Arc<Mutex<Vec<Received>>>,
     reply: Arc<Mutex<ProgressReply>>,
+    /// How many of the next callbacks to answer with a 500.
+    failures: Arc<Mutex<usize>>,
 }
 
 impl Relay {
@@ -186,20 +188,28 @@ impl Relay {
         let url = format!("http://{}/callbacks", listener.local_addr()?);
         let received = Arc::new(Mutex::new(Vec::new()));
         let reply = Arc::new(Mutex::new(ProgressReply::Continue));
-        let (sink, mode) = (received.clone(), reply.clone());
+        let failures = Arc::new(Mutex::new(0));
+        let (sink, mode, failing) = (received.clone(), reply.clone(), failures.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (sink, mode) = (sink.clone(), mode.clone());
+                let (sink, mode, failing) = (sink.clone(), mode.clone(), failing.clone());
                 tokio::spawn(async move {
                     let service = service_fn(move |request: hyper::Request<Incoming>| {
-                        let (sink, mode) = (sink.clone(), mode.clone());
-                        async move { Ok::<_, Infallible>(receive(request, &sink, &mode).await) }
+                        let (sink, mode, failing) = (sink.clone(), mode.clone(), failing.clone());
+                        async move { Ok::<_, Infallible>(receive(request, &sink, &mode, &failing).await) }
                     });
                     let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
                 });
             }
         });
-        Ok(Relay { url, received, reply })
+        Ok(Relay { url, received, reply, failures })
+    }
+
+    /// Answers the next `count` callbacks with HTTP 500 (they are still recorded).
+    pub fn fail_next(&self, count: usize) {
+        if let Ok(mut failures) = self.failures.lock() {
+            *failures = count;
+        }
     }
 
     pub fn set_progress_reply(&self, reply: ProgressReply) {
@@ -236,6 +246,7 @@ async fn receive(
     request: hyper::Request<Incoming>,
     sink: &Mutex<Vec<Received>>,
     mode: &Mutex<ProgressReply>,
+    failures: &Mutex<usize>,
 ) -> hyper::Response<Full<Bytes>> {
     let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let (signature, kind, traceparent) =
@@ -259,7 +270,12 @@ async fn receive(
             traceparent,
         });
     }
-    hyper::Response::new(Full::new(Bytes::from(reply.to_string())))
+    let fail = failures.lock().map(|mut left| if *left > 0 { *left -= 1; true } else { false }).unwrap_or(false);
+    let mut response = hyper::Response::new(Full::new(Bytes::from(reply.to_string())));
+    if fail {
+        *response.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+    }
+    response
 }
 
 impl App {
