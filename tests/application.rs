@@ -50,6 +50,36 @@ async fn database_down_gives_503_with_retry_after() {
     assert_eq!(body["code"], "database_unavailable");
     let text = body.to_string();
     assert!(!text.contains("postgres://"), "the database address must not leak: {text}");
+
+    // Every route that needs the database answers the same way, before touching anything else.
+    for (method, path, body) in lifecycle_routes() {
+        let response = http()
+            .request(method.clone(), runner.url(path))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 503, "{method} {path}");
+        assert!(response.headers().contains_key("retry-after"), "{method} {path}");
+        let body: Value = response.json().await.expect("json");
+        assert_eq!(body["code"], "database_unavailable", "{method} {path}");
+    }
+}
+
+/// Every public lifecycle route, with a body it would accept.
+fn lifecycle_routes() -> Vec<(reqwest::Method, &'static str, Value)> {
+    use reqwest::Method;
+    vec![
+        (Method::POST, "/voice-tools/pending", json!({"session_id": "s", "function_name": "f", "parameters": {}})),
+        (Method::PATCH, "/voice-tools/modify/tc_000000000000", json!({"parameters": {"to": "a@b.c"}})),
+        (Method::DELETE, "/voice-tools/cancel/tc_000000000000", json!({})),
+        (Method::POST, "/voice-tools/confirm/tc_000000000000", json!({})),
+        (Method::GET, "/voice-tools/status/tc_000000000000", Value::Null),
+        (Method::POST, "/resume-execution/tc_000000000000", json!({"action": "proceed"})),
+        (Method::POST, "/voice-tools/sweep", json!({})),
+        (Method::GET, "/get-session-context?session_id=s&context_key=k", Value::Null),
+    ]
 }
 
 #[tokio::test]
@@ -76,6 +106,12 @@ async fn the_api_token_is_required() {
     }
     let response = http().get(&url).bearer_auth(TOKEN).send().await.expect("request");
     assert_eq!(response.status(), 200);
+    for (method, path, body) in lifecycle_routes() {
+        let response = http().request(method.clone(), runner.url(path)).json(&body).send().await.expect("request");
+        assert_eq!(response.status(), 401, "{method} {path} without a token");
+    }
+    let response = http().get(runner.url("/voice-tools/tools")).send().await.expect("request");
+    assert_eq!(response.status(), 401);
     // /health is the one public route open without a token.
     let response = http().get(runner.url("/health")).send().await.expect("request");
     assert_eq!(response.status(), 200);

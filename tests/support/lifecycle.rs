@@ -26,22 +26,13 @@ pub fn lifecycle_manifest() -> PathBuf {
     workspace_root().join("tests/fixtures/lifecycle.toml")
 }
 
-/// The fixture tool's own tables: its side effects and every operation it ran.
+/// The fixture tool's own tables: its side effects and every operation it ran. The DDL is
+/// shared with `gatehouse bench`.
+const FIXTURE_TABLES_SQL: &str = include_str!("../fixtures/fixture_tool.sql");
+
+/// Creates the fixture tool's tables if they are missing.
 pub async fn ensure_fixture_tables(db: &tokio_postgres::Client) -> Result<()> {
-    db.batch_execute(
-        "SELECT pg_advisory_lock(4242);
-         CREATE TABLE IF NOT EXISTS fixture_tool_effects (
-             effect_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-             tool_call_id text NOT NULL,
-             created_at timestamptz NOT NULL DEFAULT now());
-         CREATE TABLE IF NOT EXISTS fixture_tool_log (
-             tool_call_id text NOT NULL,
-             operation text NOT NULL,
-             attempt integer NOT NULL,
-             created_at timestamptz NOT NULL DEFAULT now());
-         SELECT pg_advisory_unlock(4242);",
-    )
-    .await?;
+    db.batch_execute(FIXTURE_TABLES_SQL).await?;
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! The database the application runs on: `DATABASE_URL`, or an embedded PostgreSQL with
 //! pgvector kept in the project's state folder. Also the schema migrations.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use gatehouse_embedded_pg::{EmbeddedPostgres, PgInstall};
@@ -27,7 +27,7 @@ impl Database {
             return Ok(Database { url, embedded: None });
         }
         // initdb and pg_ctl block for up to a few seconds: keep them off the async workers.
-        let install = PgInstall::locate(project_root)?;
+        let install = PgInstall::locate(&project_home(project_root))?;
         let data_dir = state_dir.join("pgdata");
         let server = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&install, &data_dir))
             .await
@@ -59,9 +59,19 @@ impl Database {
     }
 }
 
+/// The folder whose `.gatehouse/` holds the virtualenv that `scripts/setup` made: `dir` (the
+/// manifest's folder) or the nearest folder above it that has one, so a manifest kept in a
+/// subfolder (tests/fixtures/lifecycle.toml) uses the project's PostgreSQL and state. Falls
+/// back to `dir` itself.
+pub fn project_home(dir: &Path) -> PathBuf {
+    dir.ancestors()
+        .find(|folder| folder.join(".gatehouse/venv").is_dir())
+        .map_or_else(|| dir.to_path_buf(), Path::to_path_buf)
+}
+
 /// Starts the embedded server and leaves it running after this process exits.
 pub fn start_detached(project_root: &Path, state_dir: &Path) -> Result<String> {
-    let install = PgInstall::locate(project_root)?;
+    let install = PgInstall::locate(&project_home(project_root))?;
     let server = EmbeddedPostgres::start(&install, &state_dir.join("pgdata"))?;
     let url = server.url();
     server.detach();
@@ -74,7 +84,7 @@ pub fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()> {
     if !data.join("postmaster.pid").exists() {
         return Ok(());
     }
-    let install = PgInstall::locate(project_root)?;
+    let install = PgInstall::locate(&project_home(project_root))?;
     EmbeddedPostgres::start(&install, &data)?.stop()?;
     Ok(())
 }
@@ -96,4 +106,22 @@ pub async fn migrate(url: &str) -> Result<Vec<String>> {
     drop(client);
     let _ = driver.await;
     Ok(report.applied_migrations().iter().map(|m| m.to_string()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_project_home_is_the_nearest_folder_with_a_virtualenv() {
+        let root = std::env::temp_dir().join(format!("gatehouse-home-{}", std::process::id()));
+        let fixtures = root.join("tests/fixtures");
+        std::fs::create_dir_all(&fixtures).unwrap();
+        // No virtualenv anywhere: the manifest's own folder.
+        assert_eq!(project_home(&fixtures), fixtures);
+        std::fs::create_dir_all(root.join(".gatehouse/venv")).unwrap();
+        assert_eq!(project_home(&fixtures), root);
+        assert_eq!(project_home(&root), root);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -44,7 +44,8 @@ pub struct AppArgs {
     /// The Spin manifest.
     #[arg(long, short = 'f', default_value = "spin.toml", env = "GATEHOUSE_MANIFEST")]
     pub manifest: PathBuf,
-    /// Folder for the embedded database, the virtualenv and compiled components.
+    /// Folder for the embedded database and compiled components (default: `.gatehouse/` of
+    /// the project, found at or above the manifest's folder).
     #[arg(long, env = "GATEHOUSE_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
 }
@@ -61,7 +62,7 @@ impl AppArgs {
     pub fn state_dir(&self) -> Result<PathBuf> {
         match &self.state_dir {
             Some(dir) => std::path::absolute(dir).context("resolving the state folder"),
-            None => Ok(self.project_root()?.join(".gatehouse")),
+            None => Ok(crate::db::project_home(&self.project_root()?).join(".gatehouse")),
         }
     }
 }
