@@ -3,12 +3,9 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, IncomingRequest, Method, Reply, Request, ResponseOutparam};
+use gatehouse_http::{ApiError, Method, Reply, Request};
 
-#[spin_sdk::http_component]
-async fn entry(req: IncomingRequest, out: ResponseOutparam) {
-    gatehouse_http::serve(req, out, handle).await
-}
+gatehouse_http::component!(handle);
 
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Post)?;

@@ -6,14 +6,11 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_domain::SessionId;
-use gatehouse_http::{ApiError, IncomingRequest, Method, Reply, Request, ResponseOutparam};
+use gatehouse_http::{ApiError, Method, Reply, Request};
 use gatehouse_store::ContextView;
 use serde::Serialize;
 
-#[spin_sdk::http_component]
-async fn entry(req: IncomingRequest, out: ResponseOutparam) {
-    gatehouse_http::serve(req, out, handle).await
-}
+gatehouse_http::component!(handle);
 
 #[derive(Serialize)]
 struct ContextResponse<'a> {

@@ -4,13 +4,10 @@
 // costs nothing measurable, and boxing it would clutter every handler.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, IncomingRequest, Method, Reply, Request, ResponseOutparam};
+use gatehouse_http::{ApiError, Method, Reply, Request};
 use serde_json::json;
 
-#[spin_sdk::http_component]
-async fn entry(req: IncomingRequest, out: ResponseOutparam) {
-    gatehouse_http::serve(req, out, handle).await
-}
+gatehouse_http::component!(handle);
 
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::require_method(&req, Method::Get)?;

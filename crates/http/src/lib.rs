@@ -4,12 +4,9 @@
 //! A component looks like this:
 //!
 //! ```ignore
-//! use gatehouse_http::{ApiError, IncomingRequest, Reply, Request, ResponseOutparam};
+//! use gatehouse_http::{ApiError, Reply, Request};
 //!
-//! #[spin_sdk::http_component]
-//! async fn entry(req: IncomingRequest, out: ResponseOutparam) {
-//!     gatehouse_http::serve(req, out, handle).await
-//! }
+//! gatehouse_http::component!(handle);
 //!
 //! async fn handle(req: Request) -> Result<Reply, ApiError> {
 //!     gatehouse_http::require_method(&req, gatehouse_http::Method::Get)?;
@@ -42,4 +39,16 @@ pub use route::{admit, call_id, header, path_param, prefer_wait, query_param, re
 pub use serve::{AfterResponse, Reply, log_error, log_line, serve, serve_with_body_limit};
 
 pub use gatehouse_domain::{ApiError, ErrorCode};
+
+/// Declares the component's Spin entry point: every request goes through [`serve`] to `handler`,
+/// an `async fn(Request) -> Result<Reply, ApiError>`.
+#[macro_export]
+macro_rules! component {
+    ($handler:path) => {
+        #[::spin_sdk::http_component]
+        async fn entry(req: $crate::IncomingRequest, out: $crate::ResponseOutparam) {
+            $crate::serve(req, out, $handler).await
+        }
+    };
+}
 pub use spin_sdk::http::{IncomingRequest, Method, Request, Response, ResponseOutparam};

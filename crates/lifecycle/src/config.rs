@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use gatehouse_domain::{ApiError, CallbackAllowlist};
+use gatehouse_domain::{ApiError, CallbackAllowlist, ErrorCode};
 use gatehouse_tool::{ToolClient, ToolRegistry};
 use spin_sdk::variables;
 
@@ -56,6 +56,15 @@ impl Config {
 
     pub fn callback_allowlist() -> Result<CallbackAllowlist, ApiError> {
         Ok(CallbackAllowlist::parse(&read("callback_allowed_hosts")?))
+    }
+
+    /// A callback URL the caller gave, checked against the allowlist and normalized.
+    pub fn checked_callback_url(url: Option<&str>) -> Result<Option<String>, ApiError> {
+        let Some(url) = url else { return Ok(None) };
+        Self::callback_allowlist()?.check(url).map(Some).map_err(|problem| {
+            ApiError::new(ErrorCode::CallbackNotAllowed, "That callback address is not allowed.")
+                .with_field("callback_url", problem.to_string())
+        })
     }
 
     pub fn callback_secret() -> Result<String, ApiError> {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
+use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_http::{Method, Reply};
 use gatehouse_store::{Connection, Transition};
 use serde::Deserialize;
@@ -39,13 +39,7 @@ pub async fn confirm(
     request: ConfirmRequest,
     wait: Option<Duration>,
 ) -> Result<Reply, ApiError> {
-    let callback_url = match &request.callback_url {
-        Some(url) => Some(Config::callback_allowlist()?.check(url).map_err(|problem| {
-            ApiError::new(ErrorCode::CallbackNotAllowed, "That callback address is not allowed.")
-                .with_field("callback_url", problem.to_string())
-        })?),
-        None => None,
-    };
+    let callback_url = Config::checked_callback_url(request.callback_url.as_deref())?;
     let lease_owner = gatehouse_http::new_token();
     let lease_seconds = Config::lease_seconds()?;
     match gatehouse_store::confirm_call(db, id, &lease_owner, lease_seconds, callback_url.as_deref())? {

@@ -54,13 +54,7 @@ pub async fn create(
         ApiError::new(ErrorCode::UnknownFunction, format!("I don't have a tool called {function}."))
             .with_field("function_name", format!("must be one of: {}", registry.names().join(", ")))
     })?;
-    let callback_url = match &request.callback_url {
-        Some(url) => Some(Config::callback_allowlist()?.check(url).map_err(|problem| {
-            ApiError::new(ErrorCode::CallbackNotAllowed, "That callback address is not allowed.")
-                .with_field("callback_url", problem.to_string())
-        })?),
-        None => None,
-    };
+    let callback_url = Config::checked_callback_url(request.callback_url.as_deref())?;
 
     let validated = Config::tool(&entry.component)?
         .validate(&ToolRequest {
