@@ -1,2 +1,690 @@
+//! The OpenAPI description (openapi/gatehouse.yaml) against the running application.
+//!
+//! One test drives every public route through its main answers and its error answers. Each
+//! answer must be documented for its path template, method and status, its headers and JSON
+//! body must match what the file says, and every operation in the file must have answered with
+//! a success at least once, so the file can neither drift from the code nor describe a route
+//! that does not exist. The callbacks the relay receives are checked against the file too.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use gatehouse_domain::{ErrorCode, Status};
+use gatehouse_tests::lifecycle::{App, Relay, lifecycle_options};
+use gatehouse_tests::{TOKEN, db, unique, workspace_root};
+use reqwest::header::HeaderMap;
+use reqwest::{Method, RequestBuilder};
+use serde_json::{Value, json};
+
+const SETTLE: Duration = Duration::from_secs(20);
+const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// The parsed description, and the questions the test asks it.
+struct OpenApi {
+    doc: Value,
+}
+
+impl OpenApi {
+    fn load() -> Result<OpenApi> {
+        let path = workspace_root().join("openapi/gatehouse.yaml");
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let doc: Value = serde_yaml::from_str(&text).context("openapi/gatehouse.yaml is not valid YAML for JSON")?;
+        ensure!(doc["openapi"] == "3.1.0", "not an OpenAPI 3.1.0 document: {}", doc["openapi"]);
+        Ok(OpenApi { doc })
+    }
+
+    fn paths(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.doc["paths"].as_object().into_iter().flatten()
+    }
+
+    /// Every (path template, method) the file documents.
+    fn operations(&self) -> Vec<(String, String)> {
+        const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+        let mut operations = Vec::new();
+        for (template, item) in self.paths() {
+            for method in METHODS {
+                if item.get(method).is_some() {
+                    operations.push((template.clone(), method.to_owned()));
+                }
+            }
+        }
+        operations
+    }
+
+    /// The template `path` (no query) matches: a `{name}` segment matches one non-empty segment.
+    fn template_for(&self, path: &str) -> Option<String> {
+        let segments: Vec<&str> = path.split('/').collect();
+        self.paths().map(|(template, _)| template).find(|template| {
+            let parts: Vec<&str> = template.split('/').collect();
+            parts.len() == segments.len()
+                && parts.iter().zip(&segments).all(|(part, segment)| {
+                    if part.starts_with('{') && part.ends_with('}') { !segment.is_empty() } else { part == segment }
+                })
+        })
+        .cloned()
+    }
+
+    fn operation(&self, template: &str, method: &str) -> Option<&Value> {
+        self.doc["paths"].get(template)?.get(method)
+    }
+
+    /// Follows a local `$ref` (responses, headers, parameters, callbacks) to what it names.
+    fn resolve<'a>(&'a self, value: &'a Value) -> Result<&'a Value> {
+        let mut value = value;
+        for _ in 0..8 {
+            let Some(reference) = value.get("$ref").and_then(Value::as_str) else {
+                return Ok(value);
+            };
+            let pointer = reference.strip_prefix('#').with_context(|| format!("non-local $ref {reference}"))?;
+            value = self.doc.pointer(pointer).with_context(|| format!("$ref {reference} names nothing"))?;
+        }
+        bail!("a $ref chain is too long")
+    }
+
+    /// A validator for `schema` as it stands in the file: its `$ref`s into `components` resolve
+    /// against a root that carries them.
+    fn validator(&self, schema: &Value) -> Result<jsonschema::Validator> {
+        let root = json!({"$schema": DRAFT_2020_12, "components": self.doc["components"], "allOf": [schema]});
+        jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&root)
+            .map_err(|e| anyhow::anyhow!("the schema {schema} does not compile: {e}"))
+    }
+
+    /// Every way `instance` misses `schema`, one line each.
+    fn problems(&self, schema: &Value, instance: &Value) -> Result<Vec<String>> {
+        let validator = self.validator(schema)?;
+        Ok(validator.iter_errors(instance).map(|e| format!("at '{}': {e}", e.instance_path())).collect())
+    }
+}
+
+/// One exchange, as the checker saw it.
+#[derive(Debug, Clone)]
+struct Answer {
+    method: Method,
+    path: String,
+    status: u16,
+    headers: HeaderMap,
+    text: String,
+    body: Value,
+}
+
+impl Answer {
+    fn expect(self, status: u16) -> Result<Answer> {
+        ensure!(self.status == status, "{} {}: expected {status}, got {}: {}", self.method, self.path, self.status, self.text);
+        Ok(self)
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or_default()
+    }
+
+    fn id(&self) -> Result<String> {
+        self.body["tool_call_id"].as_str().map(str::to_owned).with_context(|| format!("no tool_call_id in {}", self.text))
+    }
+}
+
+/// Sends requests, checks each answer against the description, and remembers what it saw.
+struct Checker {
+    api: OpenApi,
+    http: reqwest::Client,
+    seen: Mutex<BTreeMap<(String, String), BTreeSet<u16>>>,
+}
+
+impl Checker {
+    fn new(api: OpenApi) -> Checker {
+        Checker { api, http: reqwest::Client::new(), seen: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// A request with the token.
+    fn request(&self, app: &App, method: Method, path: &str) -> RequestBuilder {
+        self.http.request(method, app.runner.url(path)).bearer_auth(TOKEN)
+    }
+
+    /// An authorized JSON request (no body when `body` is `None`) with extra headers. The request
+    /// is built before the future, which borrows only the checker, so callers can pass
+    /// temporaries.
+    fn call<'s>(
+        &'s self,
+        app: &App,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> impl Future<Output = Result<Answer>> + use<'s> {
+        let mut request = self.request(app, method, path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.send(request)
+    }
+
+    fn get<'s>(&'s self, app: &App, path: &str) -> impl Future<Output = Result<Answer>> + use<'s> {
+        self.call(app, Method::GET, path, None, &[])
+    }
+
+    /// Sends `request` and checks its answer.
+    async fn send(&self, request: RequestBuilder) -> Result<Answer> {
+        let request = request.build()?;
+        let (method, path) = (request.method().clone(), request.url().path().to_owned());
+        let response = self.http.execute(request).await.with_context(|| format!("{method} {path}"))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await?;
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let answer = Answer { method, path, status, headers, text, body };
+        self.check(&answer)?;
+        Ok(answer)
+    }
+
+    fn check(&self, answer: &Answer) -> Result<()> {
+        let api = &self.api;
+        let what = || {
+            format!("{} {} answered {}\nheaders: {:?}\nbody: {}", answer.method, answer.path, answer.status, answer.headers, answer.text)
+        };
+        let template = api.template_for(&answer.path).with_context(|| format!("no path in the file matches: {}", what()))?;
+        // A 405 answers a method the path does not have: it is documented on the operation
+        // its Allow header names.
+        let method = if answer.status == 405 {
+            answer.header("allow").with_context(|| format!("a 405 without Allow: {}", what()))?.to_ascii_lowercase()
+        } else {
+            answer.method.as_str().to_ascii_lowercase()
+        };
+        let operation =
+            api.operation(&template, &method).with_context(|| format!("{method} {template} is not documented: {}", what()))?;
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.entry((template.clone(), method.clone())).or_default().insert(answer.status);
+        }
+        let documented = operation["responses"]
+            .get(answer.status.to_string())
+            .with_context(|| format!("status {} is not documented for {method} {template}: {}", answer.status, what()))?;
+        let response = api.resolve(documented)?;
+
+        for (name, header) in response["headers"].as_object().into_iter().flatten() {
+            let header = api.resolve(header)?;
+            let Some(value) = answer.header(name) else {
+                ensure!(header["required"] != true, "the required header {name} is missing: {}", what());
+                continue;
+            };
+            let schema = &header["schema"];
+            let value = match schema["type"].as_str() {
+                Some("integer") => value.parse::<i64>().map(Value::from).unwrap_or_else(|_| Value::from(value)),
+                _ => Value::from(value),
+            };
+            let problems = api.problems(schema, &value)?;
+            ensure!(problems.is_empty(), "header {name} does not match the file:\n  {}\n{}", problems.join("\n  "), what());
+        }
+
+        let content_type = answer.header("content-type").unwrap_or_default();
+        let media_type = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        let Some(content) = response["content"].as_object() else {
+            ensure!(answer.text.is_empty(), "a body where the file documents none: {}", what());
+            return Ok(());
+        };
+        let media = content
+            .get(&media_type)
+            .with_context(|| format!("content type {content_type:?} is not documented for this answer: {}", what()))?;
+        let instance = if media_type.ends_with("json") {
+            serde_json::from_str(&answer.text).with_context(|| format!("the body is not JSON: {}", what()))?
+        } else {
+            Value::from(answer.text.clone())
+        };
+        let problems = api.problems(&media["schema"], &instance)?;
+        ensure!(
+            problems.is_empty(),
+            "the body does not match the schema of {} {method} {template}:\n  {}\n{}",
+            answer.status,
+            problems.join("\n  "),
+            what()
+        );
+        Ok(())
+    }
+
+    /// Checks a callback body the relay received against the file's callback of that kind.
+    fn check_callback(&self, kind: &str, body: &Value) -> Result<()> {
+        let api = &self.api;
+        let confirm = api.operation("/voice-tools/confirm/{id}", "post").context("no confirm operation")?;
+        let callback = api.resolve(&confirm["callbacks"][kind])?;
+        let (_, item) = callback.as_object().and_then(|c| c.iter().next()).with_context(|| format!("no {kind} callback"))?;
+        let schema = &api.resolve(&item["post"]["requestBody"])?["content"]["application/json"]["schema"];
+        let problems = api.problems(schema, body)?;
+        ensure!(problems.is_empty(), "{kind} callback does not match the file:\n  {}\nbody: {body}", problems.join("\n  "));
+        Ok(())
+    }
+
+    /// Every operation in the file answered with a success at least once.
+    fn assert_every_operation_was_exercised(&self) -> Result<()> {
+        let seen = self.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        for ((template, method), statuses) in &seen {
+            eprintln!("{:7} {template:32} {statuses:?}", method.to_uppercase());
+        }
+        for operation in self.api.operations() {
+            let statuses = seen.get(&operation).cloned().unwrap_or_default();
+            ensure!(
+                statuses.iter().any(|s| (200..300).contains(s)),
+                "{} {} was never answered with a success (saw {statuses:?}): the file may describe a route that does not exist",
+                operation.1.to_uppercase(),
+                operation.0
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Polls the call (unchecked, through the support client) until `ready` holds.
+async fn poll(app: &App, id: &str, ready: impl Fn(&Value) -> bool) -> Result<Value> {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let call = app.status(id).await?.body;
+        if ready(&call) {
+            return Ok(call);
+        }
+        ensure!(Instant::now() < deadline, "{id} never got there: {call}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn create_body(session: &str, parameters: Value, relay: &Relay) -> Value {
+    json!({"session_id": session, "function_name": "fixture_action", "parameters": parameters, "callback_url": relay.url})
+}
+
+#[tokio::test]
+async fn every_answer_matches_the_openapi_description() -> Result<()> {
+    let api = Checker::new(OpenApi::load()?);
+    let app = App::start(lifecycle_options(&[], &["--sweep-interval", "0"])).await?;
+    let relay = Relay::start().await?;
+    let session = unique("openapi");
+    let create = |parameters: Value| api.call(&app, Method::POST, "/voice-tools/pending", Some(create_body(&session, parameters, &relay)), &[]);
+
+    // Health, the registry and the sweeper.
+    api.send(api.http.get(app.runner.url("/health"))).await?.expect(200)?;
+    api.send(api.http.post(app.runner.url("/health"))).await?.expect(405)?;
+    api.get(&app, "/voice-tools/tools").await?.expect(200)?;
+    api.send(api.http.get(app.runner.url("/voice-tools/tools"))).await?.expect(401)?;
+    api.call(&app, Method::POST, "/voice-tools/sweep", Some(json!({})), &[]).await?.expect(200)?;
+    api.get(&app, "/voice-tools/sweep").await?.expect(405)?;
+    api.send(api.http.post(app.runner.url("/voice-tools/sweep"))).await?.expect(401)?;
+
+    // Create: the answer, an idempotent retry, and each way a create is refused.
+    let key = unique("key");
+    let mut body = create_body(&session, json!({"to": "John@Example.com", "subject": "Meeting Tomorrow"}), &relay);
+    body["intent_id"] = json!("intent-1");
+    body["connection_id"] = json!("conn-1");
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let headers = [("idempotency-key", key.as_str()), ("traceparent", traceparent)];
+    let first = api.call(&app, Method::POST, "/voice-tools/pending", Some(body.clone()), &headers).await?.expect(201)?;
+    let again = api.call(&app, Method::POST, "/voice-tools/pending", Some(body.clone()), &headers).await?.expect(201)?;
+    ensure!(again.body == first.body, "a retried create answered differently: {} vs {}", again.text, first.text);
+    let mut other = body.clone();
+    other["parameters"]["subject"] = json!("Something else");
+    let reused = api.call(&app, Method::POST, "/voice-tools/pending", Some(other), &headers).await?.expect(422)?;
+    ensure!(reused.code() == "idempotency_key_reused", "{}", reused.text);
+    let a = first.id()?;
+
+    let invalid = create(json!({"to": "not-an-address"})).await?.expect(422)?;
+    ensure!(invalid.code() == "validation_failed" && invalid.body["fields"][0]["field"] == "to", "{}", invalid.text);
+    let unknown = api
+        .call(&app, Method::POST, "/voice-tools/pending", Some(json!({"session_id": session, "function_name": "launch_rockets", "parameters": {}})), &[])
+        .await?
+        .expect(422)?;
+    ensure!(unknown.code() == "unknown_function", "{}", unknown.text);
+    let mut outside = create_body(&session, json!({"to": "a@example.com"}), &relay);
+    outside["callback_url"] = json!("https://evil.example.com/hook");
+    let outside = api.call(&app, Method::POST, "/voice-tools/pending", Some(outside), &[]).await?.expect(422)?;
+    ensure!(outside.code() == "callback_not_allowed", "{}", outside.text);
+    // The seed's spelling, with an alias: answered with the canonical name.
+    let seed = api
+        .call(&app, Method::POST, "/voice-tools/pending", Some(json!({"session_id": session, "function": "fixture_alias", "parameters": {"to": "s@example.com"}})), &[])
+        .await?
+        .expect(201)?;
+    ensure!(seed.body["function_name"] == "fixture_action", "{}", seed.text);
+    create(json!([1])).await?.expect(400)?;
+    let mut unknown_field = create_body(&session, json!({"to": "a@example.com"}), &relay);
+    unknown_field["colour"] = json!("red");
+    api.call(&app, Method::POST, "/voice-tools/pending", Some(unknown_field), &[]).await?.expect(400)?;
+    let raw = |content_type: &str, bytes: Vec<u8>| {
+        api.request(&app, Method::POST, "/voice-tools/pending").header("content-type", content_type).body(bytes)
+    };
+    api.send(raw("application/json", b"{\"session_id\": ".to_vec())).await?.expect(400)?;
+    api.send(raw("application/json", Vec::new())).await?.expect(400)?;
+    api.send(raw("text/plain", b"{}".to_vec())).await?.expect(415)?;
+    api.send(raw("application/json", vec![b' '; 70 * 1024])).await?.expect(413)?;
+    api.send(api.http.post(app.runner.url("/voice-tools/pending")).json(&body)).await?.expect(401)?;
+    api.get(&app, "/voice-tools/pending").await?.expect(405)?;
+
+    // Modify: one field, several, a removal, nothing, and the refusals.
+    let modify = |id: &str, patch: Value| {
+        api.call(&app, Method::PATCH, &format!("/voice-tools/modify/{id}"), Some(json!({"parameters": patch, "reason": "caller corrected it"})), &[])
+    };
+    let one = modify(&a, json!({"to": "john.smith@example.com"})).await?.expect(200)?;
+    ensure!(one.body["modification_applied"]["field"] == "to", "{}", one.text);
+    let several = modify(&a, json!({"subject": "Lunch", "cc": "x@example.com"})).await?.expect(200)?;
+    ensure!(several.body["modifications_applied"].as_array().map(Vec::len) == Some(2), "{}", several.text);
+    let removed = modify(&a, json!({"cc": null})).await?.expect(200)?;
+    ensure!(removed.body["modification_applied"]["new"].is_null(), "{}", removed.text);
+    let nothing = modify(&a, json!({})).await?.expect(200)?;
+    ensure!(nothing.body["modification_applied"].is_null(), "{}", nothing.text);
+    let merge_patch = api
+        .request(&app, Method::PATCH, &format!("/voice-tools/modify/{a}"))
+        .header("content-type", "application/merge-patch+json")
+        .body(json!({"parameters": {"subject": "Lunch tomorrow"}}).to_string());
+    api.send(merge_patch).await?.expect(200)?;
+    let refused = modify(&a, json!({"to": "nope"})).await?.expect(422)?;
+    ensure!(refused.code() == "validation_failed" && refused.body["fields"].is_array(), "{}", refused.text);
+    api.call(&app, Method::PATCH, &format!("/voice-tools/modify/{a}"), Some(json!({"parameters": [1]})), &[]).await?.expect(400)?;
+    modify("tc_000000000000", json!({"to": "a@example.com"})).await?.expect(404)?;
+    modify("not-an-id", json!({"to": "a@example.com"})).await?.expect(404)?;
+    let plain = api.request(&app, Method::PATCH, &format!("/voice-tools/modify/{a}")).header("content-type", "text/plain").body("x");
+    api.send(plain).await?.expect(415)?;
+    api.send(api.http.patch(app.runner.url(&format!("/voice-tools/modify/{a}"))).json(&json!({"parameters": {}}))).await?.expect(401)?;
+    api.get(&app, &format!("/voice-tools/modify/{a}")).await?.expect(405)?;
+
+    // Status, including a long-poll on a call that is not executing (answered at once).
+    let status = |id: &str| api.get(&app, &format!("/voice-tools/status/{id}"));
+    let call = status(&a).await?.expect(200)?;
+    ensure!(call.body["parameters_history"].as_array().map(Vec::len) == Some(5), "{}", call.text);
+    let polled = api.call(&app, Method::GET, &format!("/voice-tools/status/{a}"), None, &[("prefer", "wait=1")]).await?.expect(200)?;
+    ensure!(polled.header("preference-applied") == Some("wait=1"), "{:?}", polled.headers);
+    status("tc_000000000000").await?.expect(404)?;
+    status("not-an-id").await?.expect(404)?;
+    api.send(api.http.get(app.runner.url(&format!("/voice-tools/status/{a}")))).await?.expect(401)?;
+    api.call(&app, Method::POST, &format!("/voice-tools/status/{a}"), None, &[]).await?.expect(405)?;
+
+    // Confirm: 202, then the checkpoint; 200 under Prefer: wait; and the refusals.
+    let confirm = |id: &str, body: Option<Value>, headers: &[(&str, &str)]| {
+        api.call(&app, Method::POST, &format!("/voice-tools/confirm/{id}"), body, headers)
+    };
+    let accepted = confirm(&a, Some(json!({"callback_url": relay.url})), &[]).await?.expect(202)?;
+    ensure!(accepted.body["status"] == "EXECUTING", "{}", accepted.text);
+    poll(&app, &a, |c| c["status"] == "PREPARED").await?;
+    let prepared = status(&a).await?.expect(200)?;
+    ensure!(prepared.body["checkpoint"]["message"].is_string(), "{}", prepared.text);
+    let again = confirm(&a, None, &[]).await?.expect(409)?;
+    ensure!(again.code() == "invalid_state" && again.body["status"] == "PREPARED", "{}", again.text);
+
+    let b = create(json!({"to": "b@example.com"})).await?.expect(201)?.id()?;
+    let waited = confirm(&b, None, &[("prefer", "wait=10")]).await?.expect(200)?;
+    ensure!(waited.body["status"] == "PREPARED", "{}", waited.text);
+    ensure!(waited.header("preference-applied") == Some("wait=10"), "{:?}", waited.headers);
+
+    let c = create(json!({"to": "c@example.com"})).await?.expect(201)?.id()?;
+    let bad_callback = confirm(&c, Some(json!({"callback_url": "http://10.0.0.1/hook"})), &[]).await?.expect(422)?;
+    ensure!(bad_callback.code() == "callback_not_allowed", "{}", bad_callback.text);
+    confirm(&c, Some(json!({"colour": "red"})), &[]).await?.expect(400)?;
+    confirm("tc_000000000000", None, &[]).await?.expect(404)?;
+    let plain = api.request(&app, Method::POST, &format!("/voice-tools/confirm/{c}")).header("content-type", "text/plain").body("x");
+    api.send(plain).await?.expect(415)?;
+    api.send(api.http.post(app.runner.url(&format!("/voice-tools/confirm/{c}")))).await?.expect(401)?;
+    api.get(&app, &format!("/voice-tools/confirm/{c}")).await?.expect(405)?;
+
+    // With no time to wait, the answer is the 202 body (or, rarely, the call if it already paused).
+    let d = create(json!({"to": "d@example.com"})).await?.expect(201)?.id()?;
+    let quick = confirm(&d, None, &[("prefer", "wait=0")]).await?;
+    ensure!(matches!(quick.status, 200 | 202), "{}", quick.text);
+    ensure!(quick.header("preference-applied") == Some("wait=0"), "{:?}", quick.headers);
+
+    // Resume: proceed (202, or the settled call under Prefer: wait), cancel, and the refusals.
+    let resume = |id: &str, body: Option<Value>, headers: &[(&str, &str)]| {
+        api.call(&app, Method::POST, &format!("/resume-execution/{id}"), body, headers)
+    };
+    resume(&a, Some(json!({"action": "proceed"})), &[]).await?.expect(202)?;
+    relay.wait_for(&a, "completion", SETTLE).await?;
+    let completed = status(&a).await?.expect(200)?;
+    ensure!(completed.body["status"] == "COMPLETED", "{}", completed.text);
+    let settled = resume(&b, Some(json!({"action": "proceed"})), &[("prefer", "wait=10")]).await?.expect(200)?;
+    ensure!(settled.body["status"] == "COMPLETED", "{}", settled.text);
+    ensure!(settled.header("preference-applied") == Some("wait=10"), "{:?}", settled.headers);
+    poll(&app, &d, |c| c["status"] == "PREPARED").await?;
+    let cancelled = resume(&d, Some(json!({"action": "cancel", "reason": "caller said no"})), &[]).await?.expect(200)?;
+    ensure!(cancelled.body["status"] == "CANCELLED", "{}", cancelled.text);
+    let done = resume(&a, Some(json!({"action": "proceed"})), &[]).await?.expect(409)?;
+    ensure!(done.body["status"] == "COMPLETED", "{}", done.text);
+    resume(&c, Some(json!({"action": "proceed"})), &[]).await?.expect(409)?;
+    resume(&c, Some(json!({"action": "maybe"})), &[]).await?.expect(400)?;
+    resume(&c, None, &[]).await?.expect(400)?;
+    resume("tc_000000000000", Some(json!({"action": "proceed"})), &[]).await?.expect(404)?;
+    let plain = api.request(&app, Method::POST, &format!("/resume-execution/{c}")).header("content-type", "text/plain").body("x");
+    api.send(plain).await?.expect(415)?;
+    api.send(api.http.post(app.runner.url(&format!("/resume-execution/{c}"))).json(&json!({"action": "proceed"}))).await?.expect(401)?;
+    api.get(&app, &format!("/resume-execution/{c}")).await?.expect(405)?;
+
+    // Cancel: from PENDING, from EXECUTING before the side effect, too late, and the refusals.
+    let cancel = |id: &str, body: Option<Value>| api.call(&app, Method::DELETE, &format!("/voice-tools/cancel/{id}"), body, &[]);
+    cancel(&c, Some(json!({"reason": "caller changed their mind"}))).await?.expect(200)?;
+    let twice = cancel(&c, None).await?.expect(409)?;
+    ensure!(twice.code() == "invalid_state" && twice.body["status"] == "CANCELLED", "{}", twice.text);
+    cancel("tc_000000000000", None).await?.expect(404)?;
+    let plain = api.request(&app, Method::DELETE, &format!("/voice-tools/cancel/{c}")).header("content-type", "text/plain").body("x");
+    api.send(plain).await?.expect(415)?;
+    let malformed = api.request(&app, Method::DELETE, &format!("/voice-tools/cancel/{c}")).header("content-type", "application/json").body("{");
+    api.send(malformed).await?.expect(400)?;
+    api.send(api.http.delete(app.runner.url(&format!("/voice-tools/cancel/{c}")))).await?.expect(401)?;
+    api.get(&app, &format!("/voice-tools/cancel/{c}")).await?.expect(405)?;
+
+    let slow = create(json!({"to": "e@example.com", "delay_ms": {"prepare": 1000}})).await?.expect(201)?.id()?;
+    confirm(&slow, None, &[]).await?.expect(202)?;
+    let stopped = cancel(&slow, None).await?.expect(200)?;
+    ensure!(stopped.body["status"] == "CANCELLED", "{}", stopped.text);
+
+    let late = create(json!({"to": "f@example.com", "checkpoint": false, "delay_ms": {"execute": 1500}})).await?.expect(201)?.id()?;
+    confirm(&late, None, &[]).await?.expect(202)?;
+    poll(&app, &late, |c| c["side_effect_started_at"].is_string()).await?;
+    let too_late = cancel(&late, None).await?.expect(409)?;
+    ensure!(too_late.code() == "side_effect_started" && too_late.body["status"] == "EXECUTING", "{}", too_late.text);
+    let finished =
+        api.call(&app, Method::GET, &format!("/voice-tools/status/{late}"), None, &[("prefer", "wait=10")]).await?.expect(200)?;
+    ensure!(finished.body["status"] == "COMPLETED", "{}", finished.text);
+
+    let failing = create(json!({"to": "g@example.com", "checkpoint": false, "fail_in": "execute"})).await?.expect(201)?.id()?;
+    let failed = confirm(&failing, None, &[("prefer", "wait=10")]).await?.expect(200)?;
+    ensure!(failed.body["status"] == "FAILED" && failed.body["error_message"].is_string(), "{}", failed.text);
+
+    // The session's calls: something open and something settled.
+    create(json!({"to": "h@example.com"})).await?.expect(201)?;
+    let context = api.get(&app, &format!("/voice-tools/context/{session}")).await?.expect(200)?;
+    ensure!(context.body["pending"].as_array().is_some_and(|p| !p.is_empty()), "{}", context.text);
+    ensure!(context.body["recent"].as_array().is_some_and(|r| !r.is_empty()), "{}", context.text);
+    api.get(&app, &format!("/voice-tools/context/{}", "s".repeat(201))).await?.expect(400)?;
+    api.send(api.http.get(app.runner.url(&format!("/voice-tools/context/{session}")))).await?.expect(401)?;
+    api.call(&app, Method::POST, &format!("/voice-tools/context/{session}"), None, &[]).await?.expect(405)?;
+
+    // Stored session context: found, absent, expired, and a question without a key.
+    let client = db().await?;
+    client
+        .execute(
+            "INSERT INTO session_context (session_id, context_key, context_value) VALUES ($1, 'last_query_results', $2)",
+            &[&session, &json!({"documents": [{"id": 1}]})],
+        )
+        .await?;
+    client
+        .execute(
+            "INSERT INTO session_context (session_id, context_key, context_value, expires_at)
+             VALUES ($1, 'old', '{}', now() - interval '1 second')",
+            &[&session],
+        )
+        .await?;
+    let stored = |query: String| api.get(&app, &format!("/get-session-context?{query}"));
+    let found = stored(format!("session_id={session}&context_key=last_query_results")).await?.expect(200)?;
+    ensure!(found.body == json!({"context": {"documents": [{"id": 1}]}}), "{}", found.text);
+    stored(format!("session_id={session}&context_key=missing")).await?.expect(404)?;
+    stored(format!("session_id={session}&context_key=old")).await?.expect(404)?;
+    stored(format!("session_id={session}")).await?.expect(400)?;
+    api.send(api.http.get(app.runner.url(&format!("/get-session-context?session_id={session}&context_key=old")))).await?.expect(401)?;
+    api.call(&app, Method::POST, "/get-session-context", None, &[]).await?.expect(405)?;
+
+    // Expiry: a runner whose PENDING calls live one second.
+    let short = App::start(lifecycle_options(&[("pending_ttl_seconds", "1")], &["--sweep-interval", "0"])).await?;
+    let expiring = unique("openapi_ttl");
+    let x = api
+        .call(&short, Method::POST, "/voice-tools/pending", Some(create_body(&expiring, json!({"to": "x@example.com"}), &relay)), &[])
+        .await?
+        .expect(201)?
+        .id()?;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let expired = api.get(&short, &format!("/voice-tools/status/{x}")).await?.expect(200)?;
+    ensure!(expired.body["status"] == "EXPIRED", "{}", expired.text);
+    api.call(&short, Method::POST, &format!("/voice-tools/confirm/{x}"), None, &[]).await?.expect(410)?;
+    api.call(&short, Method::PATCH, &format!("/voice-tools/modify/{x}"), Some(json!({"parameters": {"to": "y@example.com"}})), &[])
+        .await?
+        .expect(410)?;
+    api.call(&short, Method::POST, &format!("/resume-execution/{x}"), Some(json!({"action": "proceed"})), &[]).await?.expect(410)?;
+    api.call(&short, Method::DELETE, &format!("/voice-tools/cancel/{x}"), None, &[]).await?.expect(410)?;
+    let recent = api.get(&short, &format!("/voice-tools/context/{expiring}")).await?.expect(200)?;
+    ensure!(recent.body["recent"][0]["status"] == "EXPIRED", "{}", recent.text);
+    api.call(&short, Method::POST, "/voice-tools/sweep", None, &[]).await?.expect(200)?;
+    let gone = relay.wait_for(&x, "completion", SETTLE).await?;
+    ensure!(gone.body["status"] == "EXPIRED", "{}", gone.body);
+    drop(short);
+
+    // The database down: every route that needs it answers 503 with Retry-After.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = closed.local_addr()?.port();
+    drop(closed);
+    let (db_url, db_host) = (format!("postgres://postgres@127.0.0.1:{port}/gatehouse"), format!("127.0.0.1:{port}"));
+    let down = App::start(lifecycle_options(&[("db_url", &db_url), ("db_host", &db_host)], &["--sweep-interval", "0"])).await?;
+    api.send(api.http.get(down.runner.url("/health"))).await?.expect(503)?;
+    let any = "tc_000000000000";
+    let routes = [
+        (Method::POST, "/voice-tools/pending".to_owned(), Some(create_body("s", json!({"to": "a@example.com"}), &relay))),
+        (Method::PATCH, format!("/voice-tools/modify/{any}"), Some(json!({"parameters": {"to": "a@example.com"}}))),
+        (Method::DELETE, format!("/voice-tools/cancel/{any}"), None),
+        (Method::POST, format!("/voice-tools/confirm/{any}"), None),
+        (Method::GET, format!("/voice-tools/status/{any}"), None),
+        (Method::POST, format!("/resume-execution/{any}"), Some(json!({"action": "proceed"}))),
+        (Method::GET, "/voice-tools/context/s".to_owned(), None),
+        (Method::GET, "/get-session-context?session_id=s&context_key=k".to_owned(), None),
+        (Method::POST, "/voice-tools/sweep".to_owned(), None),
+    ];
+    for (method, path, body) in routes {
+        let answer = api.call(&down, method, &path, body, &[]).await?.expect(503)?;
+        ensure!(answer.code() == "database_unavailable", "{}", answer.text);
+    }
+    drop(down);
+
+    // The callbacks the relay received, against the file's callbacks.
+    let received = relay.received();
+    let kinds: BTreeSet<&str> = received.iter().map(|r| r.kind.as_str()).collect();
+    ensure!(kinds == BTreeSet::from(["checkpoint", "completion", "progress"]), "callback kinds received: {kinds:?}");
+    for callback in &received {
+        ensure!(callback.signature_valid, "a callback with a bad signature: {callback:?}");
+        api.check_callback(&callback.kind, &callback.body)?;
+    }
+
+    api.assert_every_operation_was_exercised()
+}
+
+/// Every `$ref` in the file resolves, every schema is a valid 2020-12 schema that compiles,
+/// and every operation is named once.
 #[test]
-fn placeholder() {}
+fn the_description_is_well_formed() -> Result<()> {
+    let api = OpenApi::load()?;
+    let mut references = Vec::new();
+    collect_refs(&api.doc, &mut references);
+    for reference in &references {
+        api.resolve(&json!({"$ref": reference}))?;
+    }
+    for (name, schema) in api.doc["components"]["schemas"].as_object().into_iter().flatten() {
+        ensure!(
+            jsonschema::draft202012::meta::is_valid(schema),
+            "components/schemas/{name} is not a valid 2020-12 schema"
+        );
+        api.validator(&json!({"$ref": format!("#/components/schemas/{name}")}))?;
+    }
+    let mut ids = BTreeSet::new();
+    for (template, method) in api.operations() {
+        let operation = api.operation(&template, &method).context("listed operation")?;
+        let id = operation["operationId"].as_str().with_context(|| format!("{method} {template} has no operationId"))?;
+        ensure!(ids.insert(id.to_owned()), "operationId {id} is used twice");
+        // Each `{name}` of the template is a declared path parameter.
+        let declared: BTreeSet<String> = operation["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| api.resolve(p).ok())
+            .filter(|p| p["in"] == "path")
+            .filter_map(|p| p["name"].as_str().map(str::to_owned))
+            .collect();
+        let in_template: BTreeSet<String> = template
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(str::to_owned)
+            .collect();
+        ensure!(declared == in_template, "{method} {template}: path parameters {declared:?}");
+    }
+    Ok(())
+}
+
+fn collect_refs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(reference)) = map.get("$ref") {
+                out.push(reference.clone());
+            }
+            map.values().for_each(|v| collect_refs(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
+    }
+}
+
+/// The file's statuses and error codes are the domain's, and each response that pins an error
+/// code sits under the HTTP status the domain gives that code.
+#[test]
+fn statuses_and_error_codes_match_the_domain() -> Result<()> {
+    let api = OpenApi::load()?;
+    let schemas = &api.doc["components"]["schemas"];
+    let listed = |name: &str| -> BTreeSet<String> {
+        schemas[name]["enum"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+    };
+    let statuses: BTreeSet<String> = Status::ALL.iter().map(|s| s.as_str().to_owned()).collect();
+    ensure!(listed("Status") == statuses, "Status: {:?} vs the domain's {statuses:?}", listed("Status"));
+    let codes: BTreeSet<String> = ErrorCode::ALL.iter().map(|c| c.as_str().to_owned()).collect();
+    ensure!(listed("ErrorCode") == codes, "ErrorCode: {:?} vs the domain's {codes:?}", listed("ErrorCode"));
+
+    let by_name: BTreeMap<&str, ErrorCode> = ErrorCode::ALL.iter().map(|c| (c.as_str(), *c)).collect();
+    let mut pinned_somewhere = BTreeSet::new();
+    for (template, method) in api.operations() {
+        let operation = api.operation(&template, &method).context("listed operation")?;
+        for (status, response) in operation["responses"].as_object().into_iter().flatten() {
+            let schema = &api.resolve(response)?["content"]["application/json"]["schema"];
+            for code in pinned_codes(schema) {
+                let known = by_name.get(code.as_str()).with_context(|| format!("unknown code {code}"))?;
+                ensure!(
+                    known.http_status().to_string() == *status,
+                    "{method} {template}: {code} documented under {status}, but the domain answers it with {}",
+                    known.http_status()
+                );
+                pinned_somewhere.insert(code);
+            }
+        }
+    }
+    // A code no route documents is one a client cannot learn about.
+    let missing: Vec<&String> = codes.iter().filter(|c| !pinned_somewhere.contains(*c)).collect();
+    ensure!(missing.is_empty(), "error codes no route documents: {missing:?}");
+    Ok(())
+}
+
+/// The codes an error response's schema allows: `allOf: [Error, {properties: {code: ...}}]`.
+fn pinned_codes(schema: &Value) -> Vec<String> {
+    schema["allOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|part| &part["properties"]["code"])
+        .flat_map(|code| {
+            let single = code["const"].as_str().map(str::to_owned);
+            let several = code["enum"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned));
+            single.into_iter().chain(several).collect::<Vec<_>>()
+        })
+        .collect()
+}

@@ -82,8 +82,10 @@ async fn run(
         }
     }
 
-    // The point of no return, raced against cancel: exactly one of the two statements wins.
-    let (before, current) = match gatehouse_store::begin_side_effect(db, &id, owner)? {
+    // The point of no return, raced against cancel: exactly one of the two statements wins. It
+    // also renews the lease, so a long prepare does not eat into the time execute has.
+    let lease_seconds = Config::lease_seconds()?;
+    let (before, current) = match gatehouse_store::begin_side_effect(db, &id, owner, lease_seconds)? {
         Transition::Applied { before, after } => (before, after),
         _ => {
             if let Some(checkpoint) = checkpoint {

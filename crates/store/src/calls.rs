@@ -274,8 +274,13 @@ pub fn mark_prepared(
     )
 }
 
-pub fn begin_side_effect(db: &Connection, tool_call_id: &ToolCallId, lease_owner: &str) -> Result<Transition, StoreError> {
-    transition(db, BEGIN_SIDE_EFFECT, &[id(tool_call_id), text(lease_owner)])
+pub fn begin_side_effect(
+    db: &Connection,
+    tool_call_id: &ToolCallId,
+    lease_owner: &str,
+    lease_seconds: f64,
+) -> Result<Transition, StoreError> {
+    transition(db, BEGIN_SIDE_EFFECT, &[id(tool_call_id), text(lease_owner), ParameterValue::Floating64(lease_seconds)])
 }
 
 pub fn complete_call(
