@@ -7,7 +7,6 @@
 //! that does not exist. The callbacks the relay receives are checked against the file too.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -21,6 +20,8 @@ use serde_json::{Value, json};
 
 const SETTLE: Duration = Duration::from_secs(20);
 const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+/// The fixture tool's function (tests/fixtures/lifecycle.toml).
+const FUNCTION: &str = "fixture_action";
 
 /// The parsed description, and the questions the test asks it.
 struct OpenApi {
@@ -57,14 +58,16 @@ impl OpenApi {
     /// The template `path` (no query) matches: a `{name}` segment matches one non-empty segment.
     fn template_for(&self, path: &str) -> Option<String> {
         let segments: Vec<&str> = path.split('/').collect();
-        self.paths().map(|(template, _)| template).find(|template| {
-            let parts: Vec<&str> = template.split('/').collect();
-            parts.len() == segments.len()
-                && parts.iter().zip(&segments).all(|(part, segment)| {
-                    if part.starts_with('{') && part.ends_with('}') { !segment.is_empty() } else { part == segment }
-                })
-        })
-        .cloned()
+        self.paths()
+            .map(|(template, _)| template)
+            .find(|template| {
+                let parts: Vec<&str> = template.split('/').collect();
+                parts.len() == segments.len()
+                    && parts.iter().zip(&segments).all(|(part, segment)| {
+                        if part.starts_with('{') && part.ends_with('}') { !segment.is_empty() } else { part == segment }
+                    })
+            })
+            .cloned()
     }
 
     fn operation(&self, template: &str, method: &str) -> Option<&Value> {
@@ -114,7 +117,14 @@ struct Answer {
 
 impl Answer {
     fn expect(self, status: u16) -> Result<Answer> {
-        ensure!(self.status == status, "{} {}: expected {status}, got {}: {}", self.method, self.path, self.status, self.text);
+        ensure!(
+            self.status == status,
+            "{} {}: expected {status}, got {}: {}",
+            self.method,
+            self.path,
+            self.status,
+            self.text
+        );
         Ok(self)
     }
 
@@ -127,7 +137,10 @@ impl Answer {
     }
 
     fn id(&self) -> Result<String> {
-        self.body["tool_call_id"].as_str().map(str::to_owned).with_context(|| format!("no tool_call_id in {}", self.text))
+        self.body["tool_call_id"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("no tool_call_id in {}", self.text))
     }
 }
 
@@ -190,9 +203,13 @@ impl Checker {
     fn check(&self, answer: &Answer) -> Result<()> {
         let api = &self.api;
         let what = || {
-            format!("{} {} answered {}\nheaders: {:?}\nbody: {}", answer.method, answer.path, answer.status, answer.headers, answer.text)
+            format!(
+                "{} {} answered {}\nheaders: {:?}\nbody: {}",
+                answer.method, answer.path, answer.status, answer.headers, answer.text
+            )
         };
-        let template = api.template_for(&answer.path).with_context(|| format!("no path in the file matches: {}", what()))?;
+        let template =
+            api.template_for(&answer.path).with_context(|| format!("no path in the file matches: {}", what()))?;
         // A 405 answers a method the path does not have: it is documented on the operation
         // its Allow header names.
         let method = if answer.status == 405 {
@@ -200,14 +217,15 @@ impl Checker {
         } else {
             answer.method.as_str().to_ascii_lowercase()
         };
-        let operation =
-            api.operation(&template, &method).with_context(|| format!("{method} {template} is not documented: {}", what()))?;
+        let operation = api
+            .operation(&template, &method)
+            .with_context(|| format!("{method} {template} is not documented: {}", what()))?;
         if let Ok(mut seen) = self.seen.lock() {
             seen.entry((template.clone(), method.clone())).or_default().insert(answer.status);
         }
-        let documented = operation["responses"]
-            .get(answer.status.to_string())
-            .with_context(|| format!("status {} is not documented for {method} {template}: {}", answer.status, what()))?;
+        let documented = operation["responses"].get(answer.status.to_string()).with_context(|| {
+            format!("status {} is not documented for {method} {template}: {}", answer.status, what())
+        })?;
         let response = api.resolve(documented)?;
 
         for (name, header) in response["headers"].as_object().into_iter().flatten() {
@@ -222,7 +240,12 @@ impl Checker {
                 _ => Value::from(value),
             };
             let problems = api.problems(schema, &value)?;
-            ensure!(problems.is_empty(), "header {name} does not match the file:\n  {}\n{}", problems.join("\n  "), what());
+            ensure!(
+                problems.is_empty(),
+                "header {name} does not match the file:\n  {}\n{}",
+                problems.join("\n  "),
+                what()
+            );
         }
 
         let content_type = answer.header("content-type").unwrap_or_default();
@@ -255,10 +278,15 @@ impl Checker {
         let api = &self.api;
         let confirm = api.operation("/voice-tools/confirm/{id}", "post").context("no confirm operation")?;
         let callback = api.resolve(&confirm["callbacks"][kind])?;
-        let (_, item) = callback.as_object().and_then(|c| c.iter().next()).with_context(|| format!("no {kind} callback"))?;
+        let (_, item) =
+            callback.as_object().and_then(|c| c.iter().next()).with_context(|| format!("no {kind} callback"))?;
         let schema = &api.resolve(&item["post"]["requestBody"])?["content"]["application/json"]["schema"];
         let problems = api.problems(schema, body)?;
-        ensure!(problems.is_empty(), "{kind} callback does not match the file:\n  {}\nbody: {body}", problems.join("\n  "));
+        ensure!(
+            problems.is_empty(),
+            "{kind} callback does not match the file:\n  {}\nbody: {body}",
+            problems.join("\n  ")
+        );
         Ok(())
     }
 
@@ -272,7 +300,7 @@ impl Checker {
             let statuses = seen.get(&operation).cloned().unwrap_or_default();
             ensure!(
                 statuses.iter().any(|s| (200..300).contains(s)),
-                "{} {} was never answered with a success (saw {statuses:?}): the file may describe a route that does not exist",
+                "{} {} never answered with a success (saw {statuses:?}): does the route exist?",
                 operation.1.to_uppercase(),
                 operation.0
             );
@@ -295,7 +323,7 @@ async fn poll(app: &App, id: &str, ready: impl Fn(&Value) -> bool) -> Result<Val
 }
 
 fn create_body(session: &str, parameters: Value, relay: &Relay) -> Value {
-    json!({"session_id": session, "function_name": "fixture_action", "parameters": parameters, "callback_url": relay.url})
+    json!({"session_id": session, "function_name": FUNCTION, "parameters": parameters, "callback_url": relay.url})
 }
 
 #[tokio::test]
@@ -304,12 +332,15 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     let app = App::start(lifecycle_options(&[], &["--sweep-interval", "0"])).await?;
     let relay = Relay::start().await?;
     let session = unique("openapi");
-    let create = |parameters: Value| api.call(&app, Method::POST, "/voice-tools/pending", Some(create_body(&session, parameters, &relay)), &[]);
+    let create = |parameters: Value| {
+        api.call(&app, Method::POST, "/voice-tools/pending", Some(create_body(&session, parameters, &relay)), &[])
+    };
 
     // Health, the registry and the sweeper.
     api.send(api.http.get(app.runner.url("/health"))).await?.expect(200)?;
     api.send(api.http.post(app.runner.url("/health"))).await?.expect(405)?;
     api.get(&app, "/voice-tools/tools").await?.expect(200)?;
+    api.call(&app, Method::POST, "/voice-tools/tools", None, &[]).await?.expect(405)?;
     api.send(api.http.get(app.runner.url("/voice-tools/tools"))).await?.expect(401)?;
     api.call(&app, Method::POST, "/voice-tools/sweep", Some(json!({})), &[]).await?.expect(200)?;
     api.get(&app, "/voice-tools/sweep").await?.expect(405)?;
@@ -322,8 +353,10 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     body["connection_id"] = json!("conn-1");
     let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let headers = [("idempotency-key", key.as_str()), ("traceparent", traceparent)];
-    let first = api.call(&app, Method::POST, "/voice-tools/pending", Some(body.clone()), &headers).await?.expect(201)?;
-    let again = api.call(&app, Method::POST, "/voice-tools/pending", Some(body.clone()), &headers).await?.expect(201)?;
+    let first =
+        api.call(&app, Method::POST, "/voice-tools/pending", Some(body.clone()), &headers).await?.expect(201)?;
+    let again =
+        api.call(&app, Method::POST, "/voice-tools/pending", Some(body.clone()), &headers).await?.expect(201)?;
     ensure!(again.body == first.body, "a retried create answered differently: {} vs {}", again.text, first.text);
     let mut other = body.clone();
     other["parameters"]["subject"] = json!("Something else");
@@ -334,7 +367,13 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     let invalid = create(json!({"to": "not-an-address"})).await?.expect(422)?;
     ensure!(invalid.code() == "validation_failed" && invalid.body["fields"][0]["field"] == "to", "{}", invalid.text);
     let unknown = api
-        .call(&app, Method::POST, "/voice-tools/pending", Some(json!({"session_id": session, "function_name": "launch_rockets", "parameters": {}})), &[])
+        .call(
+            &app,
+            Method::POST,
+            "/voice-tools/pending",
+            Some(json!({"session_id": session, "function_name": "launch_rockets", "parameters": {}})),
+            &[],
+        )
         .await?
         .expect(422)?;
     ensure!(unknown.code() == "unknown_function", "{}", unknown.text);
@@ -344,10 +383,16 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     ensure!(outside.code() == "callback_not_allowed", "{}", outside.text);
     // The seed's spelling, with an alias: answered with the canonical name.
     let seed = api
-        .call(&app, Method::POST, "/voice-tools/pending", Some(json!({"session_id": session, "function": "fixture_alias", "parameters": {"to": "s@example.com"}})), &[])
+        .call(
+            &app,
+            Method::POST,
+            "/voice-tools/pending",
+            Some(json!({"session_id": session, "function": "fixture_alias", "parameters": {"to": "s@example.com"}})),
+            &[],
+        )
         .await?
         .expect(201)?;
-    ensure!(seed.body["function_name"] == "fixture_action", "{}", seed.text);
+    ensure!(seed.body["function_name"] == FUNCTION, "{}", seed.text);
     create(json!([1])).await?.expect(400)?;
     let mut unknown_field = create_body(&session, json!({"to": "a@example.com"}), &relay);
     unknown_field["colour"] = json!("red");
@@ -364,7 +409,13 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
 
     // Modify: one field, several, a removal, nothing, and the refusals.
     let modify = |id: &str, patch: Value| {
-        api.call(&app, Method::PATCH, &format!("/voice-tools/modify/{id}"), Some(json!({"parameters": patch, "reason": "caller corrected it"})), &[])
+        api.call(
+            &app,
+            Method::PATCH,
+            &format!("/voice-tools/modify/{id}"),
+            Some(json!({"parameters": patch, "reason": "caller corrected it"})),
+            &[],
+        )
     };
     let one = modify(&a, json!({"to": "john.smith@example.com"})).await?.expect(200)?;
     ensure!(one.body["modification_applied"]["field"] == "to", "{}", one.text);
@@ -381,19 +432,29 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     api.send(merge_patch).await?.expect(200)?;
     let refused = modify(&a, json!({"to": "nope"})).await?.expect(422)?;
     ensure!(refused.code() == "validation_failed" && refused.body["fields"].is_array(), "{}", refused.text);
-    api.call(&app, Method::PATCH, &format!("/voice-tools/modify/{a}"), Some(json!({"parameters": [1]})), &[]).await?.expect(400)?;
+    api.call(&app, Method::PATCH, &format!("/voice-tools/modify/{a}"), Some(json!({"parameters": [1]})), &[])
+        .await?
+        .expect(400)?;
     modify("tc_000000000000", json!({"to": "a@example.com"})).await?.expect(404)?;
     modify("not-an-id", json!({"to": "a@example.com"})).await?.expect(404)?;
-    let plain = api.request(&app, Method::PATCH, &format!("/voice-tools/modify/{a}")).header("content-type", "text/plain").body("x");
+    let plain = api
+        .request(&app, Method::PATCH, &format!("/voice-tools/modify/{a}"))
+        .header("content-type", "text/plain")
+        .body("x");
     api.send(plain).await?.expect(415)?;
-    api.send(api.http.patch(app.runner.url(&format!("/voice-tools/modify/{a}"))).json(&json!({"parameters": {}}))).await?.expect(401)?;
+    api.send(api.http.patch(app.runner.url(&format!("/voice-tools/modify/{a}"))).json(&json!({"parameters": {}})))
+        .await?
+        .expect(401)?;
     api.get(&app, &format!("/voice-tools/modify/{a}")).await?.expect(405)?;
 
     // Status, including a long-poll on a call that is not executing (answered at once).
     let status = |id: &str| api.get(&app, &format!("/voice-tools/status/{id}"));
     let call = status(&a).await?.expect(200)?;
     ensure!(call.body["parameters_history"].as_array().map(Vec::len) == Some(5), "{}", call.text);
-    let polled = api.call(&app, Method::GET, &format!("/voice-tools/status/{a}"), None, &[("prefer", "wait=1")]).await?.expect(200)?;
+    let polled = api
+        .call(&app, Method::GET, &format!("/voice-tools/status/{a}"), None, &[("prefer", "wait=1")])
+        .await?
+        .expect(200)?;
     ensure!(polled.header("preference-applied") == Some("wait=1"), "{:?}", polled.headers);
     status("tc_000000000000").await?.expect(404)?;
     status("not-an-id").await?.expect(404)?;
@@ -422,7 +483,10 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     ensure!(bad_callback.code() == "callback_not_allowed", "{}", bad_callback.text);
     confirm(&c, Some(json!({"colour": "red"})), &[]).await?.expect(400)?;
     confirm("tc_000000000000", None, &[]).await?.expect(404)?;
-    let plain = api.request(&app, Method::POST, &format!("/voice-tools/confirm/{c}")).header("content-type", "text/plain").body("x");
+    let plain = api
+        .request(&app, Method::POST, &format!("/voice-tools/confirm/{c}"))
+        .header("content-type", "text/plain")
+        .body("x");
     api.send(plain).await?.expect(415)?;
     api.send(api.http.post(app.runner.url(&format!("/voice-tools/confirm/{c}")))).await?.expect(401)?;
     api.get(&app, &format!("/voice-tools/confirm/{c}")).await?.expect(405)?;
@@ -445,28 +509,43 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     ensure!(settled.body["status"] == "COMPLETED", "{}", settled.text);
     ensure!(settled.header("preference-applied") == Some("wait=10"), "{:?}", settled.headers);
     poll(&app, &d, |c| c["status"] == "PREPARED").await?;
-    let cancelled = resume(&d, Some(json!({"action": "cancel", "reason": "caller said no"})), &[]).await?.expect(200)?;
+    let cancelled =
+        resume(&d, Some(json!({"action": "cancel", "reason": "caller said no"})), &[]).await?.expect(200)?;
     ensure!(cancelled.body["status"] == "CANCELLED", "{}", cancelled.text);
     let done = resume(&a, Some(json!({"action": "proceed"})), &[]).await?.expect(409)?;
     ensure!(done.body["status"] == "COMPLETED", "{}", done.text);
+    let settled_modify = modify(&a, json!({"to": "late@example.com"})).await?.expect(409)?;
+    ensure!(settled_modify.code() == "invalid_state", "{}", settled_modify.text);
     resume(&c, Some(json!({"action": "proceed"})), &[]).await?.expect(409)?;
     resume(&c, Some(json!({"action": "maybe"})), &[]).await?.expect(400)?;
     resume(&c, None, &[]).await?.expect(400)?;
     resume("tc_000000000000", Some(json!({"action": "proceed"})), &[]).await?.expect(404)?;
-    let plain = api.request(&app, Method::POST, &format!("/resume-execution/{c}")).header("content-type", "text/plain").body("x");
+    let plain = api
+        .request(&app, Method::POST, &format!("/resume-execution/{c}"))
+        .header("content-type", "text/plain")
+        .body("x");
     api.send(plain).await?.expect(415)?;
-    api.send(api.http.post(app.runner.url(&format!("/resume-execution/{c}"))).json(&json!({"action": "proceed"}))).await?.expect(401)?;
+    api.send(api.http.post(app.runner.url(&format!("/resume-execution/{c}"))).json(&json!({"action": "proceed"})))
+        .await?
+        .expect(401)?;
     api.get(&app, &format!("/resume-execution/{c}")).await?.expect(405)?;
 
     // Cancel: from PENDING, from EXECUTING before the side effect, too late, and the refusals.
-    let cancel = |id: &str, body: Option<Value>| api.call(&app, Method::DELETE, &format!("/voice-tools/cancel/{id}"), body, &[]);
+    let cancel =
+        |id: &str, body: Option<Value>| api.call(&app, Method::DELETE, &format!("/voice-tools/cancel/{id}"), body, &[]);
     cancel(&c, Some(json!({"reason": "caller changed their mind"}))).await?.expect(200)?;
     let twice = cancel(&c, None).await?.expect(409)?;
     ensure!(twice.code() == "invalid_state" && twice.body["status"] == "CANCELLED", "{}", twice.text);
     cancel("tc_000000000000", None).await?.expect(404)?;
-    let plain = api.request(&app, Method::DELETE, &format!("/voice-tools/cancel/{c}")).header("content-type", "text/plain").body("x");
+    let plain = api
+        .request(&app, Method::DELETE, &format!("/voice-tools/cancel/{c}"))
+        .header("content-type", "text/plain")
+        .body("x");
     api.send(plain).await?.expect(415)?;
-    let malformed = api.request(&app, Method::DELETE, &format!("/voice-tools/cancel/{c}")).header("content-type", "application/json").body("{");
+    let malformed = api
+        .request(&app, Method::DELETE, &format!("/voice-tools/cancel/{c}"))
+        .header("content-type", "application/json")
+        .body("{");
     api.send(malformed).await?.expect(400)?;
     api.send(api.http.delete(app.runner.url(&format!("/voice-tools/cancel/{c}")))).await?.expect(401)?;
     api.get(&app, &format!("/voice-tools/cancel/{c}")).await?.expect(405)?;
@@ -476,16 +555,22 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     let stopped = cancel(&slow, None).await?.expect(200)?;
     ensure!(stopped.body["status"] == "CANCELLED", "{}", stopped.text);
 
-    let late = create(json!({"to": "f@example.com", "checkpoint": false, "delay_ms": {"execute": 1500}})).await?.expect(201)?.id()?;
+    let late = create(json!({"to": "f@example.com", "checkpoint": false, "delay_ms": {"execute": 1500}}))
+        .await?
+        .expect(201)?
+        .id()?;
     confirm(&late, None, &[]).await?.expect(202)?;
     poll(&app, &late, |c| c["side_effect_started_at"].is_string()).await?;
     let too_late = cancel(&late, None).await?.expect(409)?;
     ensure!(too_late.code() == "side_effect_started" && too_late.body["status"] == "EXECUTING", "{}", too_late.text);
-    let finished =
-        api.call(&app, Method::GET, &format!("/voice-tools/status/{late}"), None, &[("prefer", "wait=10")]).await?.expect(200)?;
+    let finished = api
+        .call(&app, Method::GET, &format!("/voice-tools/status/{late}"), None, &[("prefer", "wait=10")])
+        .await?
+        .expect(200)?;
     ensure!(finished.body["status"] == "COMPLETED", "{}", finished.text);
 
-    let failing = create(json!({"to": "g@example.com", "checkpoint": false, "fail_in": "execute"})).await?.expect(201)?.id()?;
+    let failing =
+        create(json!({"to": "g@example.com", "checkpoint": false, "fail_in": "execute"})).await?.expect(201)?.id()?;
     let failed = confirm(&failing, None, &[("prefer", "wait=10")]).await?.expect(200)?;
     ensure!(failed.body["status"] == "FAILED" && failed.body["error_message"].is_string(), "{}", failed.text);
 
@@ -502,7 +587,8 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     let client = db().await?;
     client
         .execute(
-            "INSERT INTO session_context (session_id, context_key, context_value) VALUES ($1, 'last_query_results', $2)",
+            "INSERT INTO session_context (session_id, context_key, context_value)
+             VALUES ($1, 'last_query_results', $2)",
             &[&session, &json!({"documents": [{"id": 1}]})],
         )
         .await?;
@@ -519,14 +605,22 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     stored(format!("session_id={session}&context_key=missing")).await?.expect(404)?;
     stored(format!("session_id={session}&context_key=old")).await?.expect(404)?;
     stored(format!("session_id={session}")).await?.expect(400)?;
-    api.send(api.http.get(app.runner.url(&format!("/get-session-context?session_id={session}&context_key=old")))).await?.expect(401)?;
+    api.send(api.http.get(app.runner.url(&format!("/get-session-context?session_id={session}&context_key=old"))))
+        .await?
+        .expect(401)?;
     api.call(&app, Method::POST, "/get-session-context", None, &[]).await?.expect(405)?;
 
     // Expiry: a runner whose PENDING calls live one second.
     let short = App::start(lifecycle_options(&[("pending_ttl_seconds", "1")], &["--sweep-interval", "0"])).await?;
     let expiring = unique("openapi_ttl");
     let x = api
-        .call(&short, Method::POST, "/voice-tools/pending", Some(create_body(&expiring, json!({"to": "x@example.com"}), &relay)), &[])
+        .call(
+            &short,
+            Method::POST,
+            "/voice-tools/pending",
+            Some(create_body(&expiring, json!({"to": "x@example.com"}), &relay)),
+            &[],
+        )
         .await?
         .expect(201)?
         .id()?;
@@ -534,10 +628,18 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     let expired = api.get(&short, &format!("/voice-tools/status/{x}")).await?.expect(200)?;
     ensure!(expired.body["status"] == "EXPIRED", "{}", expired.text);
     api.call(&short, Method::POST, &format!("/voice-tools/confirm/{x}"), None, &[]).await?.expect(410)?;
-    api.call(&short, Method::PATCH, &format!("/voice-tools/modify/{x}"), Some(json!({"parameters": {"to": "y@example.com"}})), &[])
+    api.call(
+        &short,
+        Method::PATCH,
+        &format!("/voice-tools/modify/{x}"),
+        Some(json!({"parameters": {"to": "y@example.com"}})),
+        &[],
+    )
+    .await?
+    .expect(410)?;
+    api.call(&short, Method::POST, &format!("/resume-execution/{x}"), Some(json!({"action": "proceed"})), &[])
         .await?
         .expect(410)?;
-    api.call(&short, Method::POST, &format!("/resume-execution/{x}"), Some(json!({"action": "proceed"})), &[]).await?.expect(410)?;
     api.call(&short, Method::DELETE, &format!("/voice-tools/cancel/{x}"), None, &[]).await?.expect(410)?;
     let recent = api.get(&short, &format!("/voice-tools/context/{expiring}")).await?.expect(200)?;
     ensure!(recent.body["recent"][0]["status"] == "EXPIRED", "{}", recent.text);
@@ -551,11 +653,16 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     let port = closed.local_addr()?.port();
     drop(closed);
     let (db_url, db_host) = (format!("postgres://postgres@127.0.0.1:{port}/gatehouse"), format!("127.0.0.1:{port}"));
-    let down = App::start(lifecycle_options(&[("db_url", &db_url), ("db_host", &db_host)], &["--sweep-interval", "0"])).await?;
+    let down = App::start(lifecycle_options(&[("db_url", &db_url), ("db_host", &db_host)], &["--sweep-interval", "0"]))
+        .await?;
     api.send(api.http.get(down.runner.url("/health"))).await?.expect(503)?;
     let any = "tc_000000000000";
     let routes = [
-        (Method::POST, "/voice-tools/pending".to_owned(), Some(create_body("s", json!({"to": "a@example.com"}), &relay))),
+        (
+            Method::POST,
+            "/voice-tools/pending".to_owned(),
+            Some(create_body("s", json!({"to": "a@example.com"}), &relay)),
+        ),
         (Method::PATCH, format!("/voice-tools/modify/{any}"), Some(json!({"parameters": {"to": "a@example.com"}}))),
         (Method::DELETE, format!("/voice-tools/cancel/{any}"), None),
         (Method::POST, format!("/voice-tools/confirm/{any}"), None),
@@ -600,10 +707,23 @@ fn the_description_is_well_formed() -> Result<()> {
         );
         api.validator(&json!({"$ref": format!("#/components/schemas/{name}")}))?;
     }
+    // The patterns and formats are enforced, not just written down.
+    let cases = [
+        ("ToolCallId", json!("tc_0123456789ab"), json!("tc_0123456789AB")),
+        ("SessionId", json!("sess_1"), json!("a\u{0}b")),
+        ("Timestamp", json!("2026-01-01T10:00:00.000Z"), json!("2026-01-01 10:00:00")),
+        ("Timestamp", json!("2026-01-01T10:00:00.000Z"), json!("2026-13-01T10:00:00.000Z")),
+    ];
+    for (name, good, bad) in cases {
+        let schema = json!({"$ref": format!("#/components/schemas/{name}")});
+        ensure!(api.problems(&schema, &good)?.is_empty(), "{name} refuses {good}");
+        ensure!(!api.problems(&schema, &bad)?.is_empty(), "{name} accepts {bad}");
+    }
     let mut ids = BTreeSet::new();
     for (template, method) in api.operations() {
         let operation = api.operation(&template, &method).context("listed operation")?;
-        let id = operation["operationId"].as_str().with_context(|| format!("{method} {template} has no operationId"))?;
+        let id =
+            operation["operationId"].as_str().with_context(|| format!("{method} {template} has no operationId"))?;
         ensure!(ids.insert(id.to_owned()), "operationId {id} is used twice");
         // Each `{name}` of the template is a declared path parameter.
         let declared: BTreeSet<String> = operation["parameters"]

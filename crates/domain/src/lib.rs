@@ -16,5 +16,5 @@ pub use allowlist::{CallbackAllowlist, CallbackUrlError};
 pub use error::{ApiError, ErrorCode, FieldProblem};
 pub use ids::{InvalidId, MAX_SESSION_ID_LEN, SessionId, ToolCallId};
 pub use patch::{FieldChange, changed_fields, merge_patch};
-pub use prefer::{MAX_WAIT, wait_preference};
+pub use prefer::{MAX_WAIT, preference_applied, wait_preference};
 pub use status::{ParseStatusError, Status};

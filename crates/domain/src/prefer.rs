@@ -19,6 +19,11 @@ pub fn wait_preference(header: &str) -> Option<Duration> {
     })
 }
 
+/// The `Preference-Applied` value for a wait that was honoured, e.g. `wait=1.5`.
+pub fn preference_applied(wait: Duration) -> String {
+    format!("wait={}", wait.as_secs_f64())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -30,6 +35,12 @@ mod tests {
         assert_eq!(wait_preference("Wait = \"1.5\""), Some(Duration::from_millis(1500)));
         assert_eq!(wait_preference("wait=0"), Some(Duration::ZERO));
         assert_eq!(wait_preference("wait=3600"), Some(MAX_WAIT));
+    }
+
+    #[test]
+    fn echoes_the_applied_wait() {
+        assert_eq!(preference_applied(Duration::from_secs(10)), "wait=10");
+        assert_eq!(preference_applied(Duration::from_millis(1500)), "wait=1.5");
     }
 
     #[test]

@@ -97,7 +97,7 @@ async fn start(
     } else {
         gatehouse_http::json_response(200, &call)
     };
-    response.set_header("preference-applied", format!("wait={}", wait.as_secs()));
+    response.set_header("preference-applied", gatehouse_domain::preference_applied(wait));
     let reply = Reply::from(response);
     Ok(if finished { reply } else { reply.then(work) })
 }

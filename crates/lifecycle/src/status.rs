@@ -22,7 +22,7 @@ pub async fn status(db: &Connection, id: &ToolCallId, wait: Option<Duration>) ->
         if !waiting {
             let mut response = gatehouse_http::json_response(200, &call);
             if let Some(wait) = wait {
-                response.set_header("preference-applied", format!("wait={}", wait.as_secs()));
+                response.set_header("preference-applied", gatehouse_domain::preference_applied(wait));
             }
             return Ok(response.into());
         }
