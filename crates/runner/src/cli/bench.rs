@@ -505,12 +505,10 @@ async fn database_floor(
                         .find(|f: &&Floor| f.statement == Statement::Insert && f.concurrency == concurrency)
                         .map(|f| f.tps);
                     let script = lifecycle.floor_script(statement, concurrency, seconds, insert_tps).await?;
-                    let floor = pgbench_run(&pgbench, &scratch, &script.text, concurrency, seconds, database_url).await?;
-                    let note = if lifecycle.floor_had_rows(&script).await? {
-                        ""
-                    } else {
-                        "  (ran out of rows: overstated)"
-                    };
+                    let floor =
+                        pgbench_run(&pgbench, &scratch, &script.text, concurrency, seconds, database_url).await?;
+                    let note =
+                        if lifecycle.floor_had_rows(&script).await? { "" } else { "  (ran out of rows: overstated)" };
                     print_floor(statement, concurrency, floor, note);
                     floors.push(Floor { statement, concurrency, tps: floor.0, avg_ms: floor.1 });
                     continue;
@@ -593,10 +591,15 @@ fn compare(
     let floor = |statement: Statement, concurrency: usize| {
         floors.iter().find(|f| f.statement == statement && f.concurrency == concurrency)
     };
-    let writes: Vec<Scenario> =
-        scenarios.iter().copied().filter(|s| matches!(s, Scenario::Create | Scenario::Modify | Scenario::Cancel)).collect();
+    let writes: Vec<Scenario> = scenarios
+        .iter()
+        .copied()
+        .filter(|s| matches!(s, Scenario::Create | Scenario::Modify | Scenario::Cancel))
+        .collect();
     if !writes.is_empty() && !floors.is_empty() {
-        println!("\nwrites against the floor (SPEC §11: p50 ≤ floor + 1 ms; at {high} clients ≥ 80% of pgbench's rate)");
+        println!(
+            "\nwrites against the floor (SPEC §11: p50 ≤ floor + 1 ms; at {high} clients ≥ 80% of pgbench's rate)"
+        );
         println!(
             "{:<10} {:>10} {:>11} {:>11} {:>11} {:>13} {:>6}",
             "scenario",
@@ -633,7 +636,12 @@ fn compare(
         println!("\nreads at {low} client(s) (SPEC §11: p50 ≤ 1 ms, p99 ≤ 5 ms)");
         for scenario in reads {
             if let Some(m) = route(scenario, low) {
-                println!("{:<10} p50 {:.3} ms, p99 {:.3} ms", scenario.name(), ms(&m.latency, 0.5), ms(&m.latency, 0.99));
+                println!(
+                    "{:<10} p50 {:.3} ms, p99 {:.3} ms",
+                    scenario.name(),
+                    ms(&m.latency, 0.5),
+                    ms(&m.latency, 0.99)
+                );
             }
         }
     }
@@ -648,7 +656,10 @@ fn compare(
             if callbacks.is_empty() { "none".to_owned() } else { callbacks.join(", ") }
         );
         println!("Gatehouse time = p50 - commits x the insert floor's latency (SPEC §11: ≤ 30 ms)");
-        println!("{:<10} {:>5} {:>10} {:>10} {:>16} {:>15}", "scenario", "conc", "p50 ms", "floor ms", "commits x floor", "Gatehouse ms");
+        println!(
+            "{:<10} {:>5} {:>10} {:>10} {:>16} {:>15}",
+            "scenario", "conc", "p50 ms", "floor ms", "commits x floor", "Gatehouse ms"
+        );
         for &concurrency in &args.concurrency {
             let (Some(m), Some(f)) = (route(Scenario::Flow, concurrency), floor(Statement::Insert, concurrency)) else {
                 continue;

@@ -164,7 +164,8 @@ struct Flow {
 
 impl Flow {
     async fn create(&self, body: Value) -> Result<String> {
-        let request = self.client.post(format!("{}/voice-tools/pending", self.base)).bearer_auth(&self.token).json(&body);
+        let request =
+            self.client.post(format!("{}/voice-tools/pending", self.base)).bearer_auth(&self.token).json(&body);
         let created = expect(request, 201).await?;
         created["tool_call_id"].as_str().map(str::to_owned).context("create answered no tool_call_id")
     }
@@ -280,14 +281,14 @@ pub(super) struct FloorScript {
 }
 
 impl Lifecycle {
-    /// Creates the fixture tool's tables, clears earlier runs' rows, starts the relay and
-    /// checks that the application has the fixture tool.
+    /// Starts the relay, checks that the application has the fixture tool, creates the tool's
+    /// tables and clears earlier runs' rows.
     pub async fn prepare(database_url: &str, client: &reqwest::Client, base: &str, token: &str) -> Result<Lifecycle> {
+        let started = std::time::SystemTime::now();
         let (db, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
             .await
             .context("connecting to the database for the lifecycle scenarios")?;
         tokio::spawn(connection);
-        db.batch_execute(FIXTURE_TABLES_SQL).await.context("creating the fixture tool's tables")?;
         let relay = Relay::start().await?;
         let flow = Arc::new(Flow {
             client: client.clone(),
@@ -295,14 +296,17 @@ impl Lifecycle {
             token: token.to_owned(),
             callback_url: relay.url.clone(),
         });
-        let lifecycle = Lifecycle { db, flow, relay, ids: Ids::new(), started: std::time::SystemTime::now() };
-        lifecycle.cleanup().await?;
-        if let Err(e) = lifecycle.flow.create(lifecycle.flow.create_body()).await {
+        // Creating a call needs no fixture table, so an application without the tool is told
+        // so before anything is written for it.
+        if let Err(e) = flow.create(flow.create_body()).await {
             bail!(
                 "the lifecycle scenarios need the fixture tool; run them with \
                  --manifest tests/fixtures/lifecycle.toml ({e:#})"
             );
         }
+        db.batch_execute(FIXTURE_TABLES_SQL).await.context("creating the fixture tool's tables")?;
+        let lifecycle = Lifecycle { db, flow, relay, ids: Ids::new(), started };
+        lifecycle.cleanup().await?;
         Ok(lifecycle)
     }
 
@@ -342,15 +346,7 @@ impl Lifecycle {
                         jsonb_build_array(status_entry('PENDING', NULL, 'relay')), now() + interval '1 hour',
                         md5(g::text)
                    FROM generate_series($6::bigint, $7::bigint) AS g",
-                &[
-                    &session,
-                    &FUNCTION,
-                    &TOOL,
-                    &parameters(),
-                    &SUMMARY,
-                    &(first as i64),
-                    &((first + count - 1) as i64),
-                ],
+                &[&session, &FUNCTION, &TOOL, &parameters(), &SUMMARY, &(first as i64), &((first + count - 1) as i64)],
             )
             .await
             .context("pre-creating calls")?;
@@ -404,8 +400,10 @@ impl Lifecycle {
                     let index = cursor.fetch_add(1, Ordering::Relaxed);
                     Box::pin(async move {
                         let Some(id) = ids.get(index) else { return Outcome::Exhausted };
-                        let request =
-                            flow.client.delete(format!("{}/voice-tools/cancel/{id}", flow.base)).bearer_auth(&flow.token);
+                        let request = flow
+                            .client
+                            .delete(format!("{}/voice-tools/cancel/{id}", flow.base))
+                            .bearer_auth(&flow.token);
                         Outcome::single(expect(request, 200).await.map(drop))
                     })
                 })
@@ -436,7 +434,9 @@ impl Lifecycle {
             for step in 0..FLOW_STEPS.len() {
                 match step {
                     0 => {}
-                    1 => drop(self.flow.modify(&id, OTHER_TO).await?),
+                    1 => {
+                        self.flow.modify(&id, OTHER_TO).await?;
+                    }
                     2 => self.flow.confirm(&id).await?,
                     _ => self.flow.resume(&id).await?,
                 }
@@ -450,7 +450,13 @@ impl Lifecycle {
             }
         }
         let after = self.relay.received();
-        let callbacks = after.into_iter().map(|(kind, n)| (kind.clone(), (n - before.get(&kind).copied().unwrap_or(0)) / 3)).collect();
+        let callbacks = after
+            .into_iter()
+            .map(|(kind, n)| {
+                let earlier = before.get(&kind).copied().unwrap_or(0);
+                (kind, (n - earlier) / 3)
+            })
+            .collect();
         Ok(Commits { per_step: least, callbacks })
     }
 
@@ -467,7 +473,7 @@ impl Lifecycle {
         let params = parameters().to_string();
         let other = json!({"to": OTHER_TO, "subject": SUBJECT}).to_string();
         let changes = json!([{"field": "to", "old_value": TO, "new_value": OTHER_TO}]).to_string();
-        // Client c's k-th statement uses number first + c * per_client + k (k counts from 1).
+        // Client c's k-th statement (k from 1) uses the call numbered first + c * per_client + k - 1.
         let call = "('tc_' || :n)".to_owned();
         let (sql, args) = match statement {
             Statement::Insert => (
@@ -567,10 +573,10 @@ mod tests {
     #[test]
     fn bench_ids_are_valid_tool_call_ids() {
         let n = Ids::new().block(1);
-        assert!(gatehouse_domain_like_id(&id(n)), "{}", id(n));
+        assert!(is_tool_call_id(&id(n)), "{}", id(n));
     }
 
-    fn gatehouse_domain_like_id(id: &str) -> bool {
+    fn is_tool_call_id(id: &str) -> bool {
         id.strip_prefix("tc_").is_some_and(|hex| hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
     }
 
