@@ -11,6 +11,5 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     // Reachable only through service chaining (a private route), so it carries no token.
     gatehouse_http::require_method(&req, Method::Post)?;
     let request = gatehouse_http::read_json(&req)?;
-    let db = gatehouse_http::open_db()?;
-    gatehouse_lifecycle::drive(&db, request).await
+    gatehouse_lifecycle::drive(request).await
 }

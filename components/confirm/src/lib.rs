@@ -12,5 +12,5 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     let id = gatehouse_http::call_id(&req)?;
     let request = gatehouse_http::read_optional_json(&req)?.unwrap_or_default();
     let db = gatehouse_http::open_db()?;
-    gatehouse_lifecycle::confirm(&db, &id, request, gatehouse_http::prefer_wait(&req)).await
+    gatehouse_lifecycle::confirm(db, &id, request, gatehouse_http::prefer_wait(&req)).await
 }

@@ -10,6 +10,5 @@ gatehouse_http::component!(handle);
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Get)?;
     let id = gatehouse_http::call_id(&req)?;
-    let db = gatehouse_http::open_db()?;
-    gatehouse_lifecycle::status(&db, &id, gatehouse_http::prefer_wait(&req)).await
+    gatehouse_lifecycle::status(&id, gatehouse_http::prefer_wait(&req)).await
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use gatehouse_domain::callback::{self, CallbackKind, CheckpointCallback, CompletionCallback, ProgressCallback};
 use gatehouse_domain::{ApiError, Status};
 use gatehouse_http::{Answer, Method};
-use gatehouse_store::{CallbackAttempt, Connection, ToolCall};
+use gatehouse_store::{CallbackAttempt, ToolCall};
 use serde::Serialize;
 
 use crate::Config;
@@ -16,7 +16,7 @@ const REPORT_ATTEMPTS: u32 = 4;
 /// The wait before the second attempt; it doubles each time after.
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 
-pub(crate) async fn completion(db: &Connection, call: &ToolCall) {
+pub(crate) async fn completion(call: &ToolCall) {
     let payload = CompletionCallback {
         tool_call_id: call.tool_call_id.clone(),
         session_id: call.session_id.clone(),
@@ -26,17 +26,17 @@ pub(crate) async fn completion(db: &Connection, call: &ToolCall) {
         execution_time_ms: call.execution_time_ms,
         trace_id: call.trace_id.clone(),
     };
-    deliver(db, call, CallbackKind::Completion, &payload, REPORT_ATTEMPTS).await;
+    deliver(call, CallbackKind::Completion, &payload, REPORT_ATTEMPTS).await;
 }
 
-pub(crate) async fn checkpoint(db: &Connection, call: &ToolCall, message: String) {
+pub(crate) async fn checkpoint(call: &ToolCall, message: String) {
     let payload = CheckpointCallback::ready_to_execute(call.tool_call_id.clone(), message, call.trace_id.clone());
-    deliver(db, call, CallbackKind::Checkpoint, &payload, REPORT_ATTEMPTS).await;
+    deliver(call, CallbackKind::Checkpoint, &payload, REPORT_ATTEMPTS).await;
 }
 
 /// A progress report; one attempt, since the work does not wait on it. Returns the relay's
 /// answer, if any, so the caller can honour a cancel.
-pub(crate) async fn progress(db: &Connection, call: &ToolCall, progress: &str, gate: &str) -> Option<Answer> {
+pub(crate) async fn progress(call: &ToolCall, progress: &str, gate: &str) -> Option<Answer> {
     let payload = ProgressCallback {
         tool_call_id: call.tool_call_id.clone(),
         intent_id: call.intent_id.clone(),
@@ -47,19 +47,18 @@ pub(crate) async fn progress(db: &Connection, call: &ToolCall, progress: &str, g
         requires_confirmation: false,
         trace_id: call.trace_id.clone(),
     };
-    deliver(db, call, CallbackKind::Progress, &payload, 1).await
+    deliver(call, CallbackKind::Progress, &payload, 1).await
 }
 
 /// Sends `payload` to the call's relay, retrying with backoff until a 2xx or `attempts` run
 /// out. Returns the relay's last answer, or `None` if there is no relay or it never answered.
 pub(crate) async fn deliver(
-    db: &Connection,
     call: &ToolCall,
     kind: CallbackKind,
     payload: &impl Serialize,
     attempts: u32,
 ) -> Option<Answer> {
-    match try_deliver(db, call, kind, payload, attempts).await {
+    match try_deliver(call, kind, payload, attempts).await {
         Ok(answer) => answer,
         Err(error) => {
             gatehouse_http::log_line(
@@ -72,7 +71,6 @@ pub(crate) async fn deliver(
 }
 
 async fn try_deliver(
-    db: &Connection,
     call: &ToolCall,
     kind: CallbackKind,
     payload: &impl Serialize,
@@ -86,7 +84,7 @@ async fn try_deliver(
     // The allowlist is checked again at send time: the configuration may have changed since
     // the URL was accepted.
     if let Err(problem) = Config::callback_allowlist()?.check(&url) {
-        record(db, call, kind, &url, 1, None, Some(&format!("not sent: the URL {problem}")), 0.0);
+        record(call, kind, &url, 1, None, Some(&format!("not sent: the URL {problem}")), 0.0);
         return Ok(None);
     }
     let secret = Config::callback_secret()?;
@@ -110,11 +108,11 @@ async fn try_deliver(
         let delivered = match &outcome {
             Ok(answer) => {
                 let error = (!answer.is_success()).then(|| format!("the relay answered HTTP {}", answer.status));
-                record(db, call, kind, &url, attempt, Some(answer.status), error.as_deref(), elapsed);
+                record(call, kind, &url, attempt, Some(answer.status), error.as_deref(), elapsed);
                 answer.is_success()
             }
             Err(failure) => {
-                record(db, call, kind, &url, attempt, None, Some(&failure.to_string()), elapsed);
+                record(call, kind, &url, attempt, None, Some(&failure.to_string()), elapsed);
                 false
             }
         };
@@ -132,7 +130,6 @@ async fn try_deliver(
 
 #[allow(clippy::too_many_arguments)] // one audit row, one argument per column
 fn record(
-    db: &Connection,
     call: &ToolCall,
     kind: CallbackKind,
     url: &str,
@@ -150,7 +147,11 @@ fn record(
         error,
         duration_ms,
     };
-    if let Err(e) = gatehouse_store::record_callback_attempt(db, &row) {
-        gatehouse_http::log_line("warn", &format!("recording a callback attempt: {e}"));
+    // A connection per row: delivery can take seconds of backoff, and holding a pooled
+    // connection through it would starve the calls themselves.
+    let recorded = gatehouse_http::open_db()
+        .and_then(|db| gatehouse_store::record_callback_attempt(&db, &row).map_err(ApiError::from));
+    if let Err(e) = recorded {
+        gatehouse_http::log_line("warn", &format!("recording a callback attempt: {}", e.detail.unwrap_or(e.message)));
     }
 }

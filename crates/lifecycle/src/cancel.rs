@@ -62,13 +62,10 @@ fn checkpoint_of(call: &ToolCall) -> Option<Checkpoint> {
 
 /// After a cancel: the tool discards what `prepare` left, then the relay hears the outcome.
 async fn after_cancel(call: ToolCall, checkpoint: Option<Checkpoint>) {
-    let Ok(db) = gatehouse_http::open_db() else {
-        return gatehouse_http::log_line("warn", "no database for the work after a cancel");
-    };
     if let Some(checkpoint) = checkpoint {
         discard(&call, checkpoint).await;
     }
-    callbacks::completion(&db, &call).await;
+    callbacks::completion(&call).await;
 }
 
 /// Asks the tool to undo its prepared work. A failure is logged: the call's state is already

@@ -33,8 +33,10 @@ pub struct ResumeRequest {
     pub reason: Option<String>,
 }
 
+/// Takes the connection by value: under `Prefer: wait` it is given back while waiting, since
+/// the executor and the tool need connections of their own meanwhile.
 pub async fn confirm(
-    db: &Connection,
+    db: Connection,
     id: &ToolCallId,
     request: ConfirmRequest,
     wait: Option<Duration>,
@@ -42,24 +44,24 @@ pub async fn confirm(
     let callback_url = Config::checked_callback_url(request.callback_url.as_deref())?;
     let lease_owner = gatehouse_http::new_token();
     let lease_seconds = Config::lease_seconds()?;
-    match gatehouse_store::confirm_call(db, id, &lease_owner, lease_seconds, callback_url.as_deref())? {
+    match gatehouse_store::confirm_call(&db, id, &lease_owner, lease_seconds, callback_url.as_deref())? {
         Transition::Applied { .. } => {
             start(db, id, lease_owner, lease_seconds, wait, "Okay, I'm on it. I'll check with you before anything is final.")
                 .await
         }
-        other => Err(rejection::refuse(db, Action::Confirm, id, other)),
+        other => Err(rejection::refuse(&db, Action::Confirm, id, other)),
     }
 }
 
 pub async fn resume(
-    db: &Connection,
+    db: Connection,
     id: &ToolCallId,
     request: ResumeRequest,
     wait: Option<Duration>,
 ) -> Result<Reply, ApiError> {
     match request.action.as_str() {
         "proceed" => {}
-        "cancel" => return cancel_as(db, id, CancelRequest { reason: request.reason }, "resume").await,
+        "cancel" => return cancel_as(&db, id, CancelRequest { reason: request.reason }, "resume").await,
         _ => {
             return Err(ApiError::invalid_input("The action must be \"proceed\" or \"cancel\".")
                 .with_field("action", "must be proceed or cancel"));
@@ -67,15 +69,15 @@ pub async fn resume(
     }
     let lease_owner = gatehouse_http::new_token();
     let lease_seconds = Config::lease_seconds()?;
-    match gatehouse_store::resume_call(db, id, &lease_owner, lease_seconds)? {
+    match gatehouse_store::resume_call(&db, id, &lease_owner, lease_seconds)? {
         Transition::Applied { .. } => start(db, id, lease_owner, lease_seconds, wait, "Going ahead now.").await,
-        other => Err(rejection::refuse(db, Action::Resume, id, other)),
+        other => Err(rejection::refuse(&db, Action::Resume, id, other)),
     }
 }
 
 /// Hands an EXECUTING call (whose lease `lease_owner` holds) to the executor.
 async fn start(
-    db: &Connection,
+    db: Connection,
     id: &ToolCallId,
     lease_owner: String,
     lease_seconds: f64,
@@ -87,9 +89,10 @@ async fn start(
     let Some(wait) = wait else {
         return Ok(Reply::from(gatehouse_http::json_response(202, &accepted)).then(work));
     };
+    drop(db);
     let mut work = Box::pin(work);
     let finished = gatehouse_http::within(wait, work.as_mut()).await.is_some();
-    let call = gatehouse_store::get_call(db, id)?.ok_or_else(|| rejection::not_found(id))?;
+    let call = gatehouse_store::get_call(&gatehouse_http::open_db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
     let mut response = if call.status == Status::Executing {
         let mut body = accepted;
         body["message"] = json!(message);

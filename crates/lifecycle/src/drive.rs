@@ -27,22 +27,27 @@ enum FollowUp {
     Discard(ToolCall, Checkpoint),
 }
 
-pub async fn drive(db: &Connection, request: DriveRequest) -> Result<Reply, ApiError> {
+/// A database connection for one step. The drive never holds one across a tool call or a
+/// callback: those take seconds, and the tool needs a connection of its own meanwhile.
+fn db() -> Result<Connection, ApiError> {
+    gatehouse_http::open_db()
+}
+
+pub async fn drive(request: DriveRequest) -> Result<Reply, ApiError> {
     let id = &request.tool_call_id;
     let owner = request.lease_owner.as_str();
-    let call = gatehouse_store::get_call(db, id)?.ok_or_else(|| ApiError::not_found("No tool call has that id."))?;
+    let call = gatehouse_store::get_call(&db()?, id)?.ok_or_else(|| ApiError::not_found("No tool call has that id."))?;
     let mut follow_ups = Vec::new();
     if call.status == Status::Executing {
         let tool = Config::tool(&call.tool)?;
-        run(db, &tool, call, owner, &mut follow_ups).await?;
+        run(&tool, call, owner, &mut follow_ups).await?;
     }
-    let status = gatehouse_store::get_call(db, id)?.map(|c| c.status);
+    let status = gatehouse_store::get_call(&db()?, id)?.map(|c| c.status);
     let body = json!({"tool_call_id": id, "status": status});
     Ok(Reply::from(gatehouse_http::json_response(200, &body)).then(follow_up(follow_ups)))
 }
 
 async fn run(
-    db: &Connection,
     tool: &ToolClient,
     call: ToolCall,
     owner: &str,
@@ -52,12 +57,12 @@ async fn run(
     let mut checkpoint = call.checkpoint.clone().and_then(|v| serde_json::from_value::<Checkpoint>(v).ok());
 
     if call.prepared_at.is_none() {
-        let answer = callbacks::progress(db, &call, "preparing", "PREPARING").await;
+        let answer = callbacks::progress(&call, "preparing", "PREPARING").await;
         let (status, body) = answer.map_or((None, Vec::new()), |a| (Some(a.status), a.body));
         if let RelayDecision::Cancel { reason } = RelayDecision::advisory(status, &body) {
             let message = cancelled_message(Status::Executing);
             if let Transition::Applied { after, .. } =
-                gatehouse_store::cancel_call(db, &id, Some(&reason), "relay", message)?
+                gatehouse_store::cancel_call(&db()?, &id, Some(&reason), "relay", message)?
             {
                 follow_ups.push(FollowUp::Completion(*after));
             }
@@ -68,7 +73,7 @@ async fn run(
                 let value = serde_json::to_value(&prepared)
                     .map_err(|e| ApiError::internal().with_detail(format!("encoding a checkpoint: {e}")))?;
                 let ttl = Config::checkpoint_ttl_seconds()?;
-                match gatehouse_store::mark_prepared(db, &id, owner, &value, ttl)? {
+                match gatehouse_store::mark_prepared(&db()?, &id, owner, &value, ttl)? {
                     Transition::Applied { after, .. } => {
                         follow_ups.push(FollowUp::Checkpoint(*after, prepared.message));
                     }
@@ -78,14 +83,14 @@ async fn run(
                 return Ok(());
             }
             Ok(None) => checkpoint = None,
-            Err(error) => return settle_failure(db, &id, owner, "prepare", error, follow_ups),
+            Err(error) => return settle_failure(&id, owner, "prepare", error, follow_ups),
         }
     }
 
     // The point of no return, raced against cancel: exactly one of the two statements wins. It
     // also renews the lease, so a long prepare does not eat into the time execute has.
     let lease_seconds = Config::lease_seconds()?;
-    let (before, current) = match gatehouse_store::begin_side_effect(db, &id, owner, lease_seconds)? {
+    let (before, current) = match gatehouse_store::begin_side_effect(&db()?, &id, owner, lease_seconds)? {
         Transition::Applied { before, after } => (before, after),
         _ => {
             if let Some(checkpoint) = checkpoint {
@@ -98,13 +103,13 @@ async fn run(
     match tool.execute(&request(&current, checkpoint, may_have_started)).await {
         Ok(executed) => {
             if let Transition::Applied { after, .. } =
-                gatehouse_store::complete_call(db, &id, owner, &executed.result, &executed.voice_response)?
+                gatehouse_store::complete_call(&db()?, &id, owner, &executed.result, &executed.voice_response)?
             {
                 follow_ups.push(FollowUp::Completion(*after));
             }
             Ok(())
         }
-        Err(error) => settle_failure(db, &id, owner, "execute", error, follow_ups),
+        Err(error) => settle_failure(&id, owner, "execute", error, follow_ups),
     }
 }
 
@@ -123,7 +128,6 @@ fn request(call: &ToolCall, checkpoint: Option<Checkpoint>, may_have_started: bo
 /// A refusal from the tool is final: the call is FAILED with the tool's sentence. A crash
 /// gives the lease back, so the sweeper re-drives the call, up to the attempt limit.
 fn settle_failure(
-    db: &Connection,
     id: &ToolCallId,
     owner: &str,
     operation: &str,
@@ -133,30 +137,24 @@ fn settle_failure(
     match error {
         ToolError::Refused(refusal) => {
             let reason = format!("{operation} failed: {}", refusal.error);
-            if let Transition::Applied { after, .. } = gatehouse_store::fail_call(db, id, owner, &reason, &refusal.error)? {
+            if let Transition::Applied { after, .. } = gatehouse_store::fail_call(&db()?, id, owner, &reason, &refusal.error)? {
                 follow_ups.push(FollowUp::Completion(*after));
             }
         }
         ToolError::Crashed(detail) => {
             let problem = format!("the tool crashed during {operation}: {detail}");
             gatehouse_http::log_line("warn", &format!("{id}: {problem}"));
-            gatehouse_store::release_lease(db, id, owner, &problem)?;
+            gatehouse_store::release_lease(&db()?, id, owner, &problem)?;
         }
     }
     Ok(())
 }
 
 async fn follow_up(follow_ups: Vec<FollowUp>) {
-    if follow_ups.is_empty() {
-        return;
-    }
-    let Ok(db) = gatehouse_http::open_db() else {
-        return gatehouse_http::log_line("warn", "no database for the callbacks after a drive");
-    };
     for follow_up in follow_ups {
         match follow_up {
-            FollowUp::Completion(call) => callbacks::completion(&db, &call).await,
-            FollowUp::Checkpoint(call, message) => callbacks::checkpoint(&db, &call, message).await,
+            FollowUp::Completion(call) => callbacks::completion(&call).await,
+            FollowUp::Checkpoint(call, message) => callbacks::checkpoint(&call, message).await,
             FollowUp::Discard(call, checkpoint) => discard(&call, checkpoint).await,
         }
     }

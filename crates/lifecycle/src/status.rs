@@ -13,11 +13,12 @@ use crate::rejection;
 const POLL_INTERVAL: Duration = Duration::from_millis(25);
 
 /// One call in full. Under `Prefer: wait=N` it answers as soon as the call is no longer
-/// EXECUTING, or after N seconds with whatever state it is in.
-pub async fn status(db: &Connection, id: &ToolCallId, wait: Option<Duration>) -> Result<Reply, ApiError> {
+/// EXECUTING, or after N seconds with whatever state it is in. A long-poll takes a connection
+/// only for each look, so waiting callers do not hold the pool.
+pub async fn status(id: &ToolCallId, wait: Option<Duration>) -> Result<Reply, ApiError> {
     let deadline = wait.map(|wait| Instant::now() + wait);
     loop {
-        let call = gatehouse_store::get_call(db, id)?.ok_or_else(|| rejection::not_found(id))?;
+        let call = gatehouse_store::get_call(&gatehouse_http::open_db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
         let waiting = call.status == Status::Executing && deadline.is_some_and(|d| Instant::now() < d);
         if !waiting {
             let mut response = gatehouse_http::json_response(200, &call);

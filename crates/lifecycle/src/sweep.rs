@@ -42,19 +42,13 @@ async fn follow_up(expired: Vec<ExpiredCall>, failed: Vec<ToolCall>, claims: Vec
         hand_to_executor(DriveRequest { tool_call_id: claim.tool_call_id, lease_owner: claim.lease_owner }, lease_seconds)
     });
     futures::future::join_all(drives).await;
-    if expired.is_empty() && failed.is_empty() {
-        return;
-    }
-    let Ok(db) = gatehouse_http::open_db() else {
-        return gatehouse_http::log_line("warn", "no database for the callbacks after a sweep");
-    };
     for ExpiredCall { call, was_prepared } in expired {
         if was_prepared && let Some(checkpoint) = call.checkpoint.clone().and_then(|v| serde_json::from_value::<Checkpoint>(v).ok()) {
             crate::cancel::discard(&call, checkpoint).await;
         }
-        callbacks::completion(&db, &call).await;
+        callbacks::completion(&call).await;
     }
     for call in failed {
-        callbacks::completion(&db, &call).await;
+        callbacks::completion(&call).await;
     }
 }
