@@ -30,6 +30,19 @@ async fn operations(id: &str, operation: &str) -> Result<i64> {
         .get(0))
 }
 
+/// `operations(id, operation)` once it reaches `expected`, or after about 5 s, whichever is first:
+/// the tool logs some operations after the answer the test waits on.
+async fn operations_reaching(id: &str, operation: &str, expected: i64) -> Result<i64> {
+    for _ in 0..250 {
+        let count = operations(id, operation).await?;
+        if count == expected {
+            return Ok(count);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    operations(id, operation).await
+}
+
 fn statuses(call: &Value) -> Vec<String> {
     call["status_history"].as_array().into_iter().flatten().filter_map(|e| e["status"].as_str().map(str::to_owned)).collect()
 }
@@ -175,26 +188,14 @@ async fn cancel_while_preparing_stops_before_the_side_effect_and_discards() -> R
     let id = app.create_id(&unique("cancel_exec"), params, Some(&relay.url)).await?;
     assert_eq!(app.confirm(&id).await?.status, 202);
     // Cancel once the tool is inside prepare (it logs the operation before its delay).
-    for _ in 0..500 {
-        if operations(&id, "prepare").await? == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(operations(&id, "prepare").await?, 1, "prepare never started");
+    assert_eq!(operations_reaching(&id, "prepare", 1).await?, 1, "prepare never started");
     let cancelled = app.cancel(&id).await?;
     assert_eq!(cancelled.status, 200, "{}", cancelled.body);
     assert_eq!(cancelled.body["message"], "Okay, I've stopped it before anything was done.");
     let completion = relay.wait_for(&id, "completion", SETTLE).await?;
     assert_eq!(completion.body["status"], "CANCELLED");
     // prepare finishes after the cancel; the executor loses the race and discards its work.
-    for _ in 0..200 {
-        if operations(&id, "discard").await? == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(operations(&id, "discard").await?, 1);
+    assert_eq!(operations_reaching(&id, "discard", 1).await?, 1);
     assert_eq!(app.status(&id).await?.body["status"], "CANCELLED");
     assert_eq!(effects(&id).await?, 0);
     Ok(())
@@ -688,13 +689,7 @@ async fn a_call_left_at_the_checkpoint_expires_and_is_discarded() -> Result<()> 
     let resume = app.resume(&id, "proceed").await?;
     assert_eq!((resume.status, resume.body["code"].as_str()), (410, Some("expired")));
     assert_eq!(relay.wait_for(&id, "completion", SETTLE).await?.body["status"], "EXPIRED");
-    for _ in 0..200 {
-        if operations(&id, "discard").await? == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(operations(&id, "discard").await?, 1);
+    assert_eq!(operations_reaching(&id, "discard", 1).await?, 1);
     assert_eq!(operations(&id, "execute").await?, 0);
     Ok(())
 }

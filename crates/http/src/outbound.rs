@@ -47,15 +47,12 @@ pub async fn send(
         builder.header(*name, *value);
     }
     let request = builder.body(body).build();
-    let exchange = pin!(async move {
+    let exchange = async move {
         let response: Response =
             spin_sdk::http::send(request).await.map_err(|e| SendFailure::Transport(e.to_string()))?;
         Ok(Answer { status: *response.status(), body: response.into_body() })
-    });
-    match select(exchange, pin!(sleep(timeout))).await {
-        Either::Left((answer, _)) => answer,
-        Either::Right(((), _)) => Err(SendFailure::TimedOut(timeout)),
-    }
+    };
+    within(timeout, exchange).await.unwrap_or(Err(SendFailure::TimedOut(timeout)))
 }
 
 /// Waits without blocking the component's other futures.

@@ -31,6 +31,11 @@ pub fn trace_id(req: &Request) -> String {
         .unwrap_or_else(|| hex(&random_bytes::<16>()))
 }
 
+/// A `traceparent` header that carries `trace_id` on to the next hop.
+pub fn traceparent(trace_id: &str) -> String {
+    format!("00-{trace_id}-0000000000000001-01")
+}
+
 fn parse_traceparent(value: &str) -> Option<String> {
     let mut parts = value.trim().split('-');
     let (version, trace, parent, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);

@@ -89,7 +89,7 @@ async fn try_deliver(
     }
     let secret = Config::callback_secret()?;
     let timeout = Config::callback_timeout()?;
-    let traceparent = call.trace_id.as_deref().map(|t| format!("00-{t}-0000000000000001-01"));
+    let traceparent = call.trace_id.as_deref().map(gatehouse_http::traceparent);
 
     let mut last = None;
     let mut backoff = FIRST_BACKOFF;

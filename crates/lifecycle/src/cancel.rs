@@ -8,6 +8,7 @@ use gatehouse_store::{Connection, ToolCall, Transition};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::drive::tool_request;
 use crate::rejection::{self, Action};
 use crate::{Config, callbacks};
 
@@ -49,15 +50,11 @@ pub(crate) async fn cancel_as(
             let message = cancelled_message(before.status);
             let body = json!({"tool_call_id": id, "status": Status::Cancelled, "message": message});
             let after = *after;
-            let discard = (before.status == Status::Prepared).then(|| checkpoint_of(&before)).flatten();
+            let discard = if before.status == Status::Prepared { before.checkpoint.clone() } else { None };
             Ok(Reply::from(gatehouse_http::json_response(200, &body)).then(after_cancel(after, discard)))
         }
         other => Err(rejection::refuse(db, Action::Cancel, id, other)),
     }
-}
-
-fn checkpoint_of(call: &ToolCall) -> Option<Checkpoint> {
-    call.checkpoint.clone().and_then(|value| serde_json::from_value(value).ok())
 }
 
 /// After a cancel: the tool discards what `prepare` left, then the relay hears the outcome.
@@ -71,15 +68,7 @@ async fn after_cancel(call: ToolCall, checkpoint: Option<Checkpoint>) {
 /// Asks the tool to undo its prepared work. A failure is logged: the call's state is already
 /// final and true, and a leftover draft is not a side effect.
 pub(crate) async fn discard(call: &ToolCall, checkpoint: Checkpoint) {
-    let request = ToolRequest {
-        tool_call_id: Some(call.tool_call_id.clone()),
-        session_id: Some(call.session_id.clone()),
-        parameters: call.parameters.clone(),
-        checkpoint: Some(checkpoint),
-        attempt: 1,
-        side_effect_may_have_started: false,
-        trace_id: call.trace_id.clone(),
-    };
+    let request = ToolRequest { checkpoint: Some(checkpoint), attempt: 1, ..tool_request(call) };
     let outcome = match Config::tool(&call.tool) {
         Ok(tool) => tool.discard(&request).await.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),

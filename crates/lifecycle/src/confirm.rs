@@ -94,9 +94,7 @@ async fn start(
     let finished = gatehouse_http::within(wait, work.as_mut()).await.is_some();
     let call = gatehouse_store::get_call(&gatehouse_http::open_db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
     let mut response = if call.status == Status::Executing {
-        let mut body = accepted;
-        body["message"] = json!(message);
-        gatehouse_http::json_response(202, &body)
+        gatehouse_http::json_response(202, &accepted)
     } else {
         gatehouse_http::json_response(200, &call)
     };

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::cancel::{cancelled_message, discard};
+use crate::rejection;
 use crate::{Config, callbacks};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -36,14 +37,14 @@ fn db() -> Result<Connection, ApiError> {
 pub async fn drive(request: DriveRequest) -> Result<Reply, ApiError> {
     let id = &request.tool_call_id;
     let owner = request.lease_owner.as_str();
-    let call = gatehouse_store::get_call(&db()?, id)?.ok_or_else(|| ApiError::not_found("No tool call has that id."))?;
+    let call = gatehouse_store::get_call(&db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
     let mut follow_ups = Vec::new();
     if call.status == Status::Executing {
         let tool = Config::tool(&call.tool)?;
         run(&tool, call, owner, &mut follow_ups).await?;
     }
-    let status = gatehouse_store::get_call(&db()?, id)?.map(|c| c.status);
-    let body = json!({"tool_call_id": id, "status": status});
+    // The answer only says the drive is over; whoever waits on it reads the call itself.
+    let body = json!({"tool_call_id": id});
     Ok(Reply::from(gatehouse_http::json_response(200, &body)).then(follow_up(follow_ups)))
 }
 
@@ -54,7 +55,7 @@ async fn run(
     follow_ups: &mut Vec<FollowUp>,
 ) -> Result<(), ApiError> {
     let id = call.tool_call_id.clone();
-    let mut checkpoint = call.checkpoint.clone().and_then(|v| serde_json::from_value::<Checkpoint>(v).ok());
+    let mut checkpoint = call.checkpoint.clone();
 
     if call.prepared_at.is_none() {
         let answer = callbacks::progress(&call, "preparing", "PREPARING").await;
@@ -68,12 +69,10 @@ async fn run(
             }
             return Ok(());
         }
-        match tool.prepare(&request(&call, None, false)).await {
+        match tool.prepare(&tool_request(&call)).await {
             Ok(Some(prepared)) => {
-                let value = serde_json::to_value(&prepared)
-                    .map_err(|e| ApiError::internal().with_detail(format!("encoding a checkpoint: {e}")))?;
                 let ttl = Config::checkpoint_ttl_seconds()?;
-                match gatehouse_store::mark_prepared(&db()?, &id, owner, &value, ttl)? {
+                match gatehouse_store::mark_prepared(&db()?, &id, owner, &prepared, ttl)? {
                     Transition::Applied { after, .. } => {
                         follow_ups.push(FollowUp::Checkpoint(*after, prepared.message));
                     }
@@ -100,7 +99,8 @@ async fn run(
         }
     };
     let may_have_started = before.side_effect_started_at.is_some();
-    match tool.execute(&request(&current, checkpoint, may_have_started)).await {
+    let request = ToolRequest { checkpoint, side_effect_may_have_started: may_have_started, ..tool_request(&current) };
+    match tool.execute(&request).await {
         Ok(executed) => {
             if let Transition::Applied { after, .. } =
                 gatehouse_store::complete_call(&db()?, &id, owner, &executed.result, &executed.voice_response)?
@@ -113,14 +113,16 @@ async fn run(
     }
 }
 
-fn request(call: &ToolCall, checkpoint: Option<Checkpoint>, may_have_started: bool) -> ToolRequest {
+/// The contract request for an operation on `call`: its parameters, its attempt number, no
+/// checkpoint and no side effect yet. Callers override what differs.
+pub(crate) fn tool_request(call: &ToolCall) -> ToolRequest {
     ToolRequest {
         tool_call_id: Some(call.tool_call_id.clone()),
         session_id: Some(call.session_id.clone()),
         parameters: call.parameters.clone(),
-        checkpoint,
+        checkpoint: None,
         attempt: u32::try_from(call.attempts).unwrap_or(1),
-        side_effect_may_have_started: may_have_started,
+        side_effect_may_have_started: false,
         trace_id: call.trace_id.clone(),
     }
 }

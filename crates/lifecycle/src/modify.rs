@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::Config;
 use crate::create::tool_error;
+use crate::drive::tool_request;
 use crate::rejection::{self, Action};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -42,15 +43,7 @@ pub async fn modify(db: &Connection, id: &ToolCallId, request: ModifyRequest) ->
         return Err(ApiError::internal().with_detail("a merge patch of an object gave a non-object"));
     };
     let validated = Config::tool(&call.tool)?
-        .validate(&ToolRequest {
-            tool_call_id: Some(id.clone()),
-            session_id: Some(call.session_id.clone()),
-            parameters: patched,
-            checkpoint: None,
-            attempt: 1,
-            side_effect_may_have_started: false,
-            trace_id: call.trace_id.clone(),
-        })
+        .validate(&ToolRequest { parameters: patched, attempt: 1, ..tool_request(&call) })
         .await
         .map_err(|e| tool_error(e, &call.function_name))?;
 

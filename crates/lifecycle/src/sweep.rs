@@ -3,7 +3,6 @@
 //! once: each statement claims its rows with SKIP LOCKED.
 
 use gatehouse_domain::ApiError;
-use gatehouse_domain::contract::Checkpoint;
 use gatehouse_http::Reply;
 use gatehouse_store::{Claim, Connection, ExpiredCall, ToolCall};
 use serde::Serialize;
@@ -43,7 +42,7 @@ async fn follow_up(expired: Vec<ExpiredCall>, failed: Vec<ToolCall>, claims: Vec
     });
     futures::future::join_all(drives).await;
     for ExpiredCall { call, was_prepared } in expired {
-        if was_prepared && let Some(checkpoint) = call.checkpoint.clone().and_then(|v| serde_json::from_value::<Checkpoint>(v).ok()) {
+        if was_prepared && let Some(checkpoint) = call.checkpoint.clone() {
             crate::cancel::discard(&call, checkpoint).await;
         }
         callbacks::completion(&call).await;

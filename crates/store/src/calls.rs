@@ -5,6 +5,7 @@
 //! condition held, as it is after: a caller whose transition lost learns the current state
 //! without a second query.
 
+use gatehouse_domain::contract::Checkpoint;
 use gatehouse_domain::{SessionId, Status, ToolCallId};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
@@ -27,7 +28,8 @@ pub struct ToolCall {
     pub status: Status,
     pub status_history: Vec<Value>,
     pub summary: Option<String>,
-    pub checkpoint: Option<Value>,
+    /// What `prepare` left: the checkpoint message and the tool's own state.
+    pub checkpoint: Option<Checkpoint>,
     pub result: Option<Value>,
     pub error_message: Option<String>,
     pub voice_response: Option<String>,
@@ -264,7 +266,7 @@ pub fn mark_prepared(
     db: &Connection,
     tool_call_id: &ToolCallId,
     lease_owner: &str,
-    checkpoint: &Value,
+    checkpoint: &Checkpoint,
     checkpoint_ttl_seconds: f64,
 ) -> Result<Transition, StoreError> {
     transition(

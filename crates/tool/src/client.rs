@@ -68,7 +68,7 @@ impl ToolClient {
             None => (Method::Get, Vec::new()),
         };
         let mut headers = vec![("content-type", "application/json")];
-        let traceparent = request.and_then(|r| r.trace_id.as_deref()).map(|t| format!("00-{t}-0000000000000001-01"));
+        let traceparent = request.and_then(|r| r.trace_id.as_deref()).map(gatehouse_http::traceparent);
         if let Some(traceparent) = &traceparent {
             headers.push(("traceparent", traceparent));
         }
