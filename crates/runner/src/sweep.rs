@@ -98,14 +98,7 @@ async fn sweep_once(app: &App, component: &str) {
     };
     let status = response.status();
     // Read the body to the end so a guest that streams its answer is not cut off mid-write.
-    let mut body = response.into_body();
-    let read = loop {
-        match body.frame().await {
-            Some(Ok(_)) => {}
-            Some(Err(e)) => break Err(e),
-            None => break Ok(()),
-        }
-    };
+    let read = response.into_body().collect().await.map(drop);
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     if !status.is_success() {
         crate::log::warn(
