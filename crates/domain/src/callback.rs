@@ -135,16 +135,13 @@ impl RelayDecision {
     /// `{"continue": true}` continues: no answer, an error status, a body that is not JSON or
     /// anything else means cancel (SPEC §6: fail closed).
     pub fn at_gate(status: Option<u16>, body: &[u8]) -> RelayDecision {
-        let reply = match status {
-            Some(200..=299) => serde_json::from_slice::<Value>(body).ok(),
-            Some(code) => return RelayDecision::cancel(format!("the relay answered HTTP {code}")),
+        match status {
             None => return RelayDecision::cancel("the relay could not be reached"),
-        };
-        match reply {
-            Some(reply) if reply.get("cancel") == Some(&Value::Bool(true)) => {
-                let reason = reply.get("reason").and_then(Value::as_str).unwrap_or("the relay asked to cancel");
-                RelayDecision::cancel(reason)
-            }
+            Some(200..=299) => {}
+            Some(code) => return RelayDecision::cancel(format!("the relay answered HTTP {code}")),
+        }
+        match json_reply(status, body) {
+            Some(reply) if cancel_asked(&reply) => RelayDecision::cancel(cancel_reason(&reply)),
             Some(reply) if reply.get("continue") == Some(&Value::Bool(true)) => RelayDecision::Continue,
             _ => RelayDecision::cancel("the relay did not say continue"),
         }
@@ -153,13 +150,8 @@ impl RelayDecision {
     /// Reads the relay's answer to a progress callback that needs none: only an explicit
     /// `{"cancel": true}` cancels.
     pub fn advisory(status: Option<u16>, body: &[u8]) -> RelayDecision {
-        match RelayDecision::at_gate(status, body) {
-            cancel @ RelayDecision::Cancel { .. } if status.is_some_and(|s| (200..300).contains(&s)) => {
-                match serde_json::from_slice::<Value>(body) {
-                    Ok(reply) if reply.get("cancel") == Some(&Value::Bool(true)) => cancel,
-                    _ => RelayDecision::Continue,
-                }
-            }
+        match json_reply(status, body) {
+            Some(reply) if cancel_asked(&reply) => RelayDecision::cancel(cancel_reason(&reply)),
             _ => RelayDecision::Continue,
         }
     }
@@ -167,6 +159,19 @@ impl RelayDecision {
     fn cancel(reason: impl Into<String>) -> RelayDecision {
         RelayDecision::Cancel { reason: reason.into() }
     }
+}
+
+/// A 2xx answer's JSON body.
+fn json_reply(status: Option<u16>, body: &[u8]) -> Option<Value> {
+    matches!(status, Some(200..=299)).then(|| serde_json::from_slice(body).ok()).flatten()
+}
+
+fn cancel_asked(reply: &Value) -> bool {
+    reply.get("cancel") == Some(&Value::Bool(true))
+}
+
+fn cancel_reason(reply: &Value) -> &str {
+    reply.get("reason").and_then(Value::as_str).unwrap_or("the relay asked to cancel")
 }
 
 #[cfg(test)]

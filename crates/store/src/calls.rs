@@ -9,9 +9,10 @@ use gatehouse_domain::contract::Checkpoint;
 use gatehouse_domain::{SessionId, Status, ToolCallId};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
-use spin_sdk::pg4::{Connection, DbValue, ParameterValue};
+use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
+use crate::rows::{decode, one_row, optional};
 
 /// A call as the routes report it (the SQL function `tool_call_json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,22 +139,6 @@ fn json(value: &impl Serialize) -> Result<ParameterValue, StoreError> {
         .map_err(|e| StoreError::Unexpected(format!("encoding a parameter: {e}")))
 }
 
-fn decode<T: DeserializeOwned>(value: &DbValue) -> Result<Option<T>, StoreError> {
-    match value {
-        DbValue::DbNull => Ok(None),
-        DbValue::Jsonb(bytes) => serde_json::from_slice(bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Unexpected(format!("decoding a query result: {e}"))),
-        other => Err(StoreError::Unexpected(format!("expected jsonb, got {other:?}"))),
-    }
-}
-
-/// Runs a statement that answers one row, and hands back its columns.
-fn one_row(db: &Connection, sql: &str, params: &[ParameterValue]) -> Result<Vec<DbValue>, StoreError> {
-    let rows = db.query(sql, params)?;
-    rows.rows.into_iter().next().ok_or_else(|| StoreError::Unexpected("the statement returned no row".into()))
-}
-
 fn transition(db: &Connection, sql: &str, params: &[ParameterValue]) -> Result<Transition, StoreError> {
     let row = one_row(db, sql, params)?;
     let before: Option<ToolCall> = row.first().map(decode).transpose()?.flatten();
@@ -206,11 +191,7 @@ pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, Store
 }
 
 pub fn get_call(db: &Connection, tool_call_id: &ToolCallId) -> Result<Option<ToolCall>, StoreError> {
-    let rows = db.query(GET, &[id(tool_call_id)])?;
-    match rows.rows.first().and_then(|row| row.first()) {
-        Some(value) => decode(value),
-        None => Ok(None),
-    }
+    optional(db, GET, &[id(tool_call_id)])
 }
 
 pub fn modify_call(

@@ -1,7 +1,7 @@
 use gatehouse_domain::{SessionId, Status, ToolCallId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use spin_sdk::pg4::{self, Connection, ParameterValue};
+use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
 
@@ -40,13 +40,8 @@ const SESSION_CONTEXT_VIEW_SQL: &str = include_str!("sql/session_context_view.sq
 
 /// Reads a session's pending and recent calls in one statement.
 pub fn session_context_view(db: &Connection, session_id: &SessionId) -> Result<ContextView, StoreError> {
-    let rows = db.query(SESSION_CONTEXT_VIEW_SQL, &[ParameterValue::Str(session_id.as_str().to_owned())])?;
-    let value = rows
-        .rows
-        .first()
-        .and_then(|row| row.first())
-        .ok_or_else(|| StoreError::Unexpected("the context query returned no row".to_owned()))?;
-    pg4::from_jsonb(value).map_err(|e| StoreError::Unexpected(format!("decoding the context: {e}")))
+    crate::rows::optional(db, SESSION_CONTEXT_VIEW_SQL, &[ParameterValue::Str(session_id.as_str().to_owned())])?
+        .ok_or_else(|| StoreError::Unexpected("the context query returned no row".to_owned()))
 }
 
 #[cfg(test)]

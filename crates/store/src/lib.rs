@@ -12,6 +12,7 @@ mod context;
 mod error;
 mod health;
 mod records;
+mod rows;
 
 pub use calls::{
     Claim, Created, ExpiredCall, NewCall, ParameterChange, ToolCall, Transition, begin_side_effect, cancel_call,

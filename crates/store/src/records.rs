@@ -2,7 +2,7 @@
 //! session context tools leave behind.
 
 use serde_json::Value;
-use spin_sdk::pg4::{Connection, DbValue, ParameterValue};
+use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
 
@@ -73,17 +73,12 @@ pub fn record_callback_attempt(db: &Connection, row: &CallbackAttempt<'_>) -> Re
 
 /// A session context value that has not expired.
 pub fn session_context_get(db: &Connection, session_id: &str, key: &str) -> Result<Option<Value>, StoreError> {
-    let rows = db.query(
+    crate::rows::optional(
+        db,
         "SELECT context_value FROM session_context
           WHERE session_id = $1 AND context_key = $2 AND expires_at > now()",
         &[ParameterValue::Str(session_id.to_owned()), ParameterValue::Str(key.to_owned())],
-    )?;
-    match rows.rows.first().and_then(|row| row.first()) {
-        Some(DbValue::Jsonb(bytes)) => serde_json::from_slice(bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Unexpected(format!("decoding session context: {e}"))),
-        _ => Ok(None),
-    }
+    )
 }
 
 /// Stores (or replaces) a session context value for `ttl_seconds`.
