@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+pub mod gmail;
 pub mod lifecycle;
+pub mod vector;
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -153,6 +153,8 @@ impl App {
 pub enum ProgressReply {
     Continue,
     Cancel,
+    /// Cancel at the gate of this name (a direct flow's), continue at the others.
+    CancelAtGate(&'static str),
 }
 
 /// One callback the relay received, with whether its signature verified.
@@ -248,7 +250,13 @@ async fn receive(
         gatehouse_domain::callback::verify(CALLBACK_SECRET.as_bytes(), signature, &body, now, 300)
     });
     let kind = kind.unwrap_or_default();
-    let reply = if kind == "progress" && mode.lock().map(|m| *m == ProgressReply::Cancel).unwrap_or(false) {
+    let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let cancel = match mode.lock().map(|m| *m).unwrap_or(ProgressReply::Continue) {
+        ProgressReply::Continue => false,
+        ProgressReply::Cancel => true,
+        ProgressReply::CancelAtGate(gate) => payload["gate"] == gate,
+    };
+    let reply = if kind == "progress" && cancel {
         json!({"cancel": true, "reason": "the caller changed their mind"})
     } else {
         json!({"continue": true})
@@ -256,7 +264,7 @@ async fn receive(
     if let Ok(mut received) = sink.lock() {
         received.push(Received {
             kind,
-            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            body: payload,
             signature_valid,
             traceparent,
         });

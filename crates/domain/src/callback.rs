@@ -75,6 +75,12 @@ pub struct CompletionCallback {
     pub result: Option<Value>,
     pub voice_response: Option<String>,
     pub execution_time_ms: Option<i64>,
+    /// True when the call stored session context the agent can fetch (SPEC §7).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub context_available: bool,
+    /// The `context_key` for `GET /get-session-context`, when there is context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_key: Option<String>,
     pub trace_id: Option<String>,
 }
 

@@ -34,7 +34,7 @@ pub use body::{MAX_BODY_BYTES, read_json, read_optional_json};
 pub use db::open_db;
 pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
 pub use outbound::{Answer, SendFailure, send, sleep, within};
-pub use random::{new_token, new_tool_call_id, trace_id, traceparent};
+pub use random::{new_token, random_bytes, new_tool_call_id, trace_id, traceparent};
 pub use route::{admit, call_id, header, path_param, prefer_wait, query_param, require_method};
 pub use serve::{AfterResponse, Reply, log_error, log_line, serve, serve_with_body_limit};
 

@@ -14,12 +14,18 @@ use wasi::clocks::monotonic_clock;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub status: u16,
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
 impl Answer {
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
     }
 }
 
@@ -50,7 +56,11 @@ pub async fn send(
     let exchange = async move {
         let response: Response =
             spin_sdk::http::send(request).await.map_err(|e| SendFailure::Transport(e.to_string()))?;
-        Ok(Answer { status: *response.status(), body: response.into_body() })
+        let headers = response
+            .headers()
+            .map(|(name, value)| (name.to_owned(), value.as_str().unwrap_or_default().to_owned()))
+            .collect();
+        Ok(Answer { status: *response.status(), headers, body: response.into_body() })
     };
     within(timeout, exchange).await.unwrap_or(Err(SendFailure::TimedOut(timeout)))
 }

@@ -3,7 +3,8 @@
 use gatehouse_domain::ToolCallId;
 use spin_sdk::http::Request;
 
-fn random_bytes<const N: usize>() -> [u8; N] {
+/// Bytes from the host's secure random source.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
     let bytes = wasi::random::random::get_random_bytes(N as u64);
     let mut out = [0u8; N];
     out.iter_mut().zip(bytes).for_each(|(slot, byte)| *slot = byte);

@@ -24,30 +24,66 @@ pub(crate) async fn completion(call: &ToolCall) {
         result: call.result.clone(),
         voice_response: call.voice_response.clone(),
         execution_time_ms: call.execution_time_ms,
+        context_available: context_key(call).is_some(),
+        context_key: context_key(call),
         trace_id: call.trace_id.clone(),
     };
-    deliver(call, CallbackKind::Completion, &payload, REPORT_ATTEMPTS).await;
+    deliver(call, CallbackKind::Completion, &payload, REPORT_ATTEMPTS, Patience::Callback).await;
+}
+
+/// A completed call whose result names a session-context key has stored context the agent can
+/// fetch with `GET /get-session-context`.
+fn context_key(call: &ToolCall) -> Option<String> {
+    let result = call.result.as_ref().filter(|_| call.status == Status::Completed)?;
+    result.get("context_key").and_then(serde_json::Value::as_str).map(str::to_owned)
 }
 
 pub(crate) async fn checkpoint(call: &ToolCall, message: String) {
     let payload = CheckpointCallback::ready_to_execute(call.tool_call_id.clone(), message, call.trace_id.clone());
-    deliver(call, CallbackKind::Checkpoint, &payload, REPORT_ATTEMPTS).await;
+    deliver(call, CallbackKind::Checkpoint, &payload, REPORT_ATTEMPTS, Patience::Callback).await;
 }
 
 /// A progress report; one attempt, since the work does not wait on it. Returns the relay's
 /// answer, if any, so the caller can honour a cancel.
 pub(crate) async fn progress(call: &ToolCall, progress: &str, gate: &str) -> Option<Answer> {
-    let payload = ProgressCallback {
+    let payload = progress_payload(call, progress, gate, false);
+    deliver(call, CallbackKind::Progress, &payload, 1, Patience::Callback).await
+}
+
+/// A direct flow's gate: one attempt, waiting up to the gate timeout, because at a gate that
+/// asks for confirmation the relay answers only once the caller has spoken.
+pub(crate) async fn gate(call: &ToolCall, gate: &str, progress: &str, requires_confirmation: bool) -> Option<Answer> {
+    let payload = progress_payload(call, progress, gate, requires_confirmation);
+    deliver(call, CallbackKind::Progress, &payload, 1, Patience::Gate).await
+}
+
+fn progress_payload(call: &ToolCall, progress: &str, gate: &str, requires_confirmation: bool) -> ProgressCallback {
+    ProgressCallback {
         tool_call_id: call.tool_call_id.clone(),
         intent_id: call.intent_id.clone(),
-        status: Status::Executing,
+        status: call.status,
         progress: progress.to_owned(),
         gate: gate.to_owned(),
-        cancellable: true,
-        requires_confirmation: false,
+        cancellable: call.side_effect_started_at.is_none(),
+        requires_confirmation,
         trace_id: call.trace_id.clone(),
-    };
-    deliver(call, CallbackKind::Progress, &payload, 1).await
+    }
+}
+
+/// How long one attempt waits for the relay.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    Callback,
+    Gate,
+}
+
+impl Patience {
+    fn timeout(self) -> Result<Duration, ApiError> {
+        match self {
+            Patience::Callback => Config::callback_timeout(),
+            Patience::Gate => Config::gate_timeout(),
+        }
+    }
 }
 
 /// Sends `payload` to the call's relay, retrying with backoff until a 2xx or `attempts` run
@@ -57,8 +93,9 @@ pub(crate) async fn deliver(
     kind: CallbackKind,
     payload: &impl Serialize,
     attempts: u32,
+    patience: Patience,
 ) -> Option<Answer> {
-    match try_deliver(call, kind, payload, attempts).await {
+    match try_deliver(call, kind, payload, attempts, patience).await {
         Ok(answer) => answer,
         Err(error) => {
             gatehouse_http::log_line(
@@ -75,6 +112,7 @@ async fn try_deliver(
     kind: CallbackKind,
     payload: &impl Serialize,
     attempts: u32,
+    patience: Patience,
 ) -> Result<Option<Answer>, ApiError> {
     let Some(url) = call.callback_url.clone().or(Config::callback_default_url()?) else {
         return Ok(None);
@@ -88,7 +126,7 @@ async fn try_deliver(
         return Ok(None);
     }
     let secret = Config::callback_secret()?;
-    let timeout = Config::callback_timeout()?;
+    let timeout = patience.timeout()?;
     let traceparent = call.trace_id.as_deref().map(gatehouse_http::traceparent);
 
     let mut last = None;

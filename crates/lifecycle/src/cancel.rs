@@ -58,7 +58,7 @@ pub(crate) async fn cancel_as(
 }
 
 /// After a cancel: the tool discards what `prepare` left, then the relay hears the outcome.
-async fn after_cancel(call: ToolCall, checkpoint: Option<Checkpoint>) {
+pub(crate) async fn after_cancel(call: ToolCall, checkpoint: Option<Checkpoint>) {
     if let Some(checkpoint) = checkpoint {
         discard(&call, checkpoint).await;
     }

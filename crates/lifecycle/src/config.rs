@@ -84,4 +84,10 @@ impl Config {
     pub fn callback_timeout() -> Result<Duration, ApiError> {
         seconds("callback_timeout_seconds").map(Duration::from_secs_f64)
     }
+
+    /// How long a direct flow waits for the relay at a gate. Longer than a callback's timeout:
+    /// at a gate that asks for confirmation the relay answers once the caller has spoken.
+    pub fn gate_timeout() -> Result<Duration, ApiError> {
+        seconds("gate_timeout_seconds").map(Duration::from_secs_f64)
+    }
 }

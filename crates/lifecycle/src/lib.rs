@@ -13,6 +13,7 @@ mod config;
 mod confirm;
 mod create;
 mod drive;
+pub mod gated;
 mod modify;
 mod rejection;
 mod status;

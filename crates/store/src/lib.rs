@@ -9,6 +9,7 @@
 
 mod calls;
 mod context;
+mod credentials;
 mod error;
 mod health;
 mod records;
@@ -19,6 +20,7 @@ pub use calls::{
     claim_stranded_calls, complete_call, confirm_call, expire_stale_calls, fail_call, fail_exhausted_calls, get_call,
     insert_call, mark_prepared, modify_call, release_lease, resume_call,
 };
+pub use credentials::{cache_credential, cached_credential, forget_credential};
 pub use context::{CallSummary, ContextView, PendingCall, session_context_view};
 pub use error::StoreError;
 pub use health::ping;

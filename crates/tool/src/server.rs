@@ -3,7 +3,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use gatehouse_domain::contract::{
     Checkpoint, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
 };
-use gatehouse_domain::{ApiError, FieldProblem};
+use gatehouse_domain::{ApiError, FieldProblem, SessionId};
 use gatehouse_http::{IncomingRequest, Reply, Request, ResponseOutparam};
 use serde_json::{Map, Value};
 
@@ -26,6 +26,11 @@ pub trait Tool {
     fn describe(&self) -> ToolDescription;
     /// The normalized parameters, or every problem found.
     fn validate(&self, parameters: Map<String, Value>) -> Result<Map<String, Value>, Vec<FieldProblem>>;
+    /// Checks that need stored state rather than the parameters alone, such as a session-context
+    /// key the parameters refer to. Runs after `validate` accepted the parameters.
+    fn check_references(&self, _parameters: &Map<String, Value>, _session: Option<&SessionId>) -> Vec<FieldProblem> {
+        Vec::new()
+    }
     /// The sentence the agent speaks to have the caller confirm.
     fn summarize(&self, parameters: &Map<String, Value>) -> String;
     /// Everything up to the irreversible step. `None` for a tool that needs no checkpoint.
@@ -89,7 +94,10 @@ async fn run<T: Tool>(tool: &T, op: Operation, request: &ToolRequest) -> Result<
     let to_value = |v: Result<Value, serde_json::Error>| v.map_err(|e| ToolRefusal { error: e.to_string(), fields: vec![] });
     match op {
         Operation::Describe => to_value(serde_json::to_value(tool.describe())),
-        Operation::Validate => match tool.validate(request.parameters.clone()) {
+        Operation::Validate => match tool.validate(request.parameters.clone()).and_then(|parameters| {
+            let problems = tool.check_references(&parameters, request.session_id.as_ref());
+            if problems.is_empty() { Ok(parameters) } else { Err(problems) }
+        }) {
             Ok(parameters) => {
                 let summary = tool.summarize(&parameters);
                 to_value(serde_json::to_value(Validated { parameters, summary }))

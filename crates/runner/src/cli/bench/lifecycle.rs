@@ -6,17 +6,15 @@
 //! directly, many in one statement, so that setting up does not cost measurement time. Every
 //! row the benchmark makes belongs to one of two sessions and is deleted at the start and end.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
 use serde_json::{Value, json};
 
 use super::{Outcome, Scenario, Work};
+use crate::relay::Relay;
 
 /// The fixture tool's tables, shared with the tests (tests/support/lifecycle.rs).
 const FIXTURE_TABLES_SQL: &str = include_str!("../../../../../tests/fixtures/fixture_tool.sql");
@@ -97,61 +95,13 @@ fn id(n: u64) -> String {
     format!("tc_{n:012}")
 }
 
-/// A relay: answers every callback with "continue" and counts them by kind.
-struct Relay {
-    url: String,
-    received: Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Relay {
-    async fn start() -> Result<Relay> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}/callbacks", listener.local_addr()?);
-        let received = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
-        let sink = received.clone();
-        let server = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let sink = sink.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-                        let sink = sink.clone();
-                        async move {
-                            let kind = request
-                                .headers()
-                                .get("x-gatehouse-callback")
-                                .and_then(|v| v.to_str().ok())
-                                .unwrap_or("unknown")
-                                .to_owned();
-                            let _ = request.into_body().collect().await;
-                            if let Ok(mut received) = sink.lock() {
-                                *received.entry(kind).or_insert(0) += 1;
-                            }
-                            let response = hyper::Response::builder()
-                                .header("content-type", "application/json")
-                                .body(Full::new(Bytes::from_static(br#"{"continue":true}"#)))
-                                .unwrap_or_default();
-                            Ok::<_, Infallible>(response)
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Ok(Relay { url, received, server })
+/// Callbacks received so far, counted by kind.
+fn callback_counts(relay: &Relay) -> std::collections::BTreeMap<String, u64> {
+    let mut counts = std::collections::BTreeMap::new();
+    for callback in relay.received() {
+        *counts.entry(callback.kind).or_insert(0) += 1;
     }
-
-    fn received(&self) -> std::collections::BTreeMap<String, u64> {
-        self.received.lock().map(|r| r.clone()).unwrap_or_default()
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
+    counts
 }
 
 /// What one conversation needs, shared by the clients.
@@ -289,7 +239,7 @@ impl Lifecycle {
             .await
             .context("connecting to the database for the lifecycle scenarios")?;
         tokio::spawn(connection);
-        let relay = Relay::start().await?;
+        let relay = Relay::start(crate::cli::DEV_CALLBACK_SECRET).await?;
         let flow = Arc::new(Flow {
             client: client.clone(),
             base: base.to_owned(),
@@ -412,7 +362,9 @@ impl Lifecycle {
                 let flow = flow.clone();
                 Box::pin(async move { flow.conversation().await })
             }),
-            Scenario::Health | Scenario::Context => bail!("{} is not a lifecycle scenario", scenario.name()),
+            Scenario::Health | Scenario::Context | Scenario::Query => {
+                bail!("{} is not a lifecycle scenario", scenario.name())
+            }
         })
     }
 
@@ -425,7 +377,7 @@ impl Lifecycle {
     /// autovacuum in between does not count.
     pub async fn count_commits(&self) -> Result<Commits> {
         let settle = || tokio::time::sleep(Duration::from_millis(300));
-        let before = self.relay.received();
+        let before = callback_counts(&self.relay);
         let mut least = vec![u64::MAX; FLOW_STEPS.len()];
         for _ in 0..3 {
             let mut counts = Vec::with_capacity(FLOW_STEPS.len());
@@ -449,7 +401,7 @@ impl Lifecycle {
                 *least = (*least).min(count);
             }
         }
-        let after = self.relay.received();
+        let after = callback_counts(&self.relay);
         let callbacks = after
             .into_iter()
             .map(|(kind, n)| {

@@ -1,0 +1,28 @@
+//! The `send_email` tool (SPEC §7): it checks the addresses and headers, builds a correct
+//! RFC 5322 message, creates a Gmail draft at the checkpoint and sends that draft once.
+//!
+//! The Gmail API and OAuth endpoints are variables, so tests and local runs point them at a
+//! server that speaks the same protocol; there is no other code path.
+//!
+//! No email is sent twice: every message carries a `Message-ID` derived from its tool call,
+//! and a send whose outcome is unknown is settled by asking Gmail (the draft's existence and
+//! a search of the Sent folder) before anything is sent again.
+
+// ApiError is a few pointers wide; it only travels the failure path.
+#![allow(clippy::result_large_err)]
+
+mod address;
+mod api;
+mod config;
+mod direct;
+mod message;
+mod oauth;
+mod params;
+mod seal;
+mod tool;
+
+pub use address::{Address, AddressError};
+pub use direct::execute_gmail;
+pub use message::{Message, encode_subject};
+pub use params::{EmailParameters, summarize};
+pub use tool::GmailTool;
