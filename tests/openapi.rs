@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use gatehouse_domain::{ErrorCode, Status};
-use gatehouse_tests::lifecycle::{App, Relay, lifecycle_options};
+use gatehouse_tests::lifecycle::{App, ProgressReply, Relay, lifecycle_options};
 use gatehouse_tests::{TOKEN, db, unique, workspace_root};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, RequestBuilder};
@@ -610,6 +610,77 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
         .expect(401)?;
     api.call(&app, Method::POST, "/get-session-context", None, &[]).await?.expect(405)?;
 
+    // The vector-search tool's gated flow: completed, cancelled at its gate, and refused.
+    let search = json!({
+        "session_id": session,
+        "callback_url": relay.url,
+        "intent_id": "intent-search",
+        "user_query": "late battery shipments",
+        "structured_query": {"filters": {"region": "Northwest", "date_start": "2024-01-01"}, "aggregate": ["units_affected"]}
+    });
+    let query_vector_db = |body: Value| api.call(&app, Method::POST, "/query-vector-db", Some(body), &[]);
+    let searched = query_vector_db(search.clone()).await?.expect(200)?;
+    ensure!(
+        searched.body["status"] == "COMPLETED" && searched.body["context_key"] == "last_query_results",
+        "{}",
+        searched.text
+    );
+    let refusing = Relay::start().await?;
+    refusing.set_progress_reply(ProgressReply::CancelAtGate("QUERYING"));
+    let mut stopped = search.clone();
+    stopped["callback_url"] = json!(refusing.url);
+    let stopped = query_vector_db(stopped).await?.expect(200)?;
+    ensure!(stopped.body["status"] == "CANCELLED" && stopped.body["success"] == false, "{}", stopped.text);
+    for callback in refusing.received() {
+        api.check_callback(&callback.kind, &callback.body)?;
+    }
+    let mut invalid = search.clone();
+    invalid["structured_query"]["filters"]["date_start"] = json!("last July");
+    let invalid = query_vector_db(invalid).await?.expect(422)?;
+    ensure!(invalid.body["fields"][0]["field"] == "structured_query.filters.date_start", "{}", invalid.text);
+    let mut elsewhere = search.clone();
+    elsewhere["callback_url"] = json!("https://evil.example.com/hook");
+    let elsewhere = query_vector_db(elsewhere).await?.expect(422)?;
+    ensure!(elsewhere.code() == "callback_not_allowed", "{}", elsewhere.text);
+    let mut unknown_field = search.clone();
+    unknown_field["colour"] = json!("red");
+    query_vector_db(unknown_field).await?.expect(400)?;
+    let plain = api.request(&app, Method::POST, "/query-vector-db").header("content-type", "text/plain").body("x");
+    api.send(plain).await?.expect(415)?;
+    api.send(api.http.post(app.runner.url("/query-vector-db")).json(&search)).await?.expect(401)?;
+    api.get(&app, "/query-vector-db").await?.expect(405)?;
+
+    // The Gmail tool's gated flow (to the local Gmail-compatible server of dev mode): sent,
+    // cancelled at its second gate, and refused.
+    let email = json!({"session_id": session, "callback_url": relay.url, "intent_id": "intent-email",
+        "to": "john.smith@gmail.com", "subject": "Meeting Tomorrow", "body": "Let's discuss..."});
+    let execute_gmail = |body: Value| api.call(&app, Method::POST, "/execute-gmail", Some(body), &[]);
+    let sent = execute_gmail(email.clone()).await?.expect(200)?;
+    ensure!(sent.body["status"] == "COMPLETED" && sent.body["success"] == true, "{}", sent.text);
+    let declining = Relay::start().await?;
+    declining.set_progress_reply(ProgressReply::CancelAtGate("READY_TO_SEND"));
+    let mut declined = email.clone();
+    declined["callback_url"] = json!(declining.url);
+    let declined = execute_gmail(declined).await?.expect(200)?;
+    ensure!(declined.body["status"] == "CANCELLED" && declined.body["success"] == false, "{}", declined.text);
+    for callback in declining.received() {
+        api.check_callback(&callback.kind, &callback.body)?;
+    }
+    let mut injected = email.clone();
+    injected["subject"] = json!("Hi\r\nBcc: everyone@example.com");
+    let injected = execute_gmail(injected).await?.expect(422)?;
+    ensure!(injected.body["fields"][0]["field"] == "subject", "{}", injected.text);
+    let mut elsewhere = email.clone();
+    elsewhere["callback_url"] = json!("https://evil.example.com/hook");
+    ensure!(execute_gmail(elsewhere).await?.expect(422)?.code() == "callback_not_allowed");
+    let mut unknown_field = email.clone();
+    unknown_field["colour"] = json!("red");
+    execute_gmail(unknown_field).await?.expect(400)?;
+    let plain = api.request(&app, Method::POST, "/execute-gmail").header("content-type", "text/plain").body("x");
+    api.send(plain).await?.expect(415)?;
+    api.send(api.http.post(app.runner.url("/execute-gmail")).json(&email)).await?.expect(401)?;
+    api.get(&app, "/execute-gmail").await?.expect(405)?;
+
     // Expiry: a runner whose PENDING calls live one second.
     let short = App::start(lifecycle_options(&[("pending_ttl_seconds", "1")], &["--sweep-interval", "0"])).await?;
     let expiring = unique("openapi_ttl");
@@ -671,6 +742,8 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
         (Method::GET, "/voice-tools/context/s".to_owned(), None),
         (Method::GET, "/get-session-context?session_id=s&context_key=k".to_owned(), None),
         (Method::POST, "/voice-tools/sweep".to_owned(), None),
+        (Method::POST, "/query-vector-db".to_owned(), Some(search.clone())),
+        (Method::POST, "/execute-gmail".to_owned(), Some(email.clone())),
     ];
     for (method, path, body) in routes {
         let answer = api.call(&down, method, &path, body, &[]).await?.expect(503)?;

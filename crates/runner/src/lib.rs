@@ -8,6 +8,7 @@ pub mod host;
 pub mod log;
 pub mod manifest;
 pub mod outbound;
+pub mod relay;
 pub mod routing;
 pub mod server;
 pub mod sweep;

@@ -48,7 +48,8 @@ impl VariableSources {
         Ok(())
     }
 
-    fn lookup(&self, name: &str) -> Option<&String> {
+    /// The value set for `name` by a flag, the environment or the runner, in that order.
+    pub fn lookup(&self, name: &str) -> Option<&String> {
         self.flags.get(name).or_else(|| self.env.get(name)).or_else(|| self.provided.get(name))
     }
 }

@@ -1,7 +1,12 @@
 //! The `gatehouse` command line.
 mod bench;
 mod build;
+mod demo;
+mod dev_gmail;
+mod ingest;
 mod up;
+
+pub use up::{DEV_CALLBACK_SECRET, DEV_TOKEN};
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +28,12 @@ enum Command {
     Migrate(AppArgs),
     /// Serve the application (embedded PostgreSQL unless DATABASE_URL is set).
     Up(up::UpArgs),
+    /// Load documents from a JSONL file into the `documents` table, embedded with
+    /// all-minilm-l6-v2 (migrates first; re-running on the same file changes nothing).
+    Ingest(ingest::IngestArgs),
+    /// Replay the seed's conversation (wrong address, corrected, confirmed, checkpoint, sent)
+    /// against a running application, with a built-in relay, printing each step.
+    Demo(demo::DemoArgs),
     /// Measure latency and throughput of the running application's routes.
     Bench(bench::BenchArgs),
     /// Start or stop the embedded PostgreSQL on its own, for tests and tools.
@@ -83,7 +94,9 @@ impl Cli {
                 database.stop()
             }
             Command::Up(args) => up::run(args).await,
+            Command::Ingest(args) => ingest::run(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Demo(args) => demo::run(args).await,
             Command::Db(DbCommand::Start(args)) => {
                 let url = crate::db::start_detached(&args.project_root()?, &args.state_dir()?)?;
                 println!("DATABASE_URL={url}");

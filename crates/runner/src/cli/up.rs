@@ -47,6 +47,10 @@ pub struct UpArgs {
     /// sweeps are sent.
     #[arg(long, value_name = "ID", default_value = "sweeper", env = "GATEHOUSE_SWEEP_COMPONENT")]
     pub sweep_component: String,
+    /// Folder holding the all-minilm-l6-v2 model files (default: `.spin/ai-models/all-minilm-l6-v2`
+    /// beside the manifest, else at the project root).
+    #[arg(long, value_name = "DIR", env = "GATEHOUSE_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
 }
 
 /// The longest sweep interval accepted: longer is surely a typo, and a huge one would overflow
@@ -78,6 +82,8 @@ pub struct Running {
     app: std::sync::Arc<App>,
     database: Database,
     sweeper: Option<Sweeper>,
+    /// The local Gmail-compatible server of dev mode, if one was started.
+    _dev_gmail: Option<gatehouse_fake_gmail::FakeGmail>,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<Result<()>>,
 }
@@ -113,14 +119,14 @@ pub async fn start(args: &UpArgs) -> Result<Running> {
     let state_dir = args.app.state_dir()?;
     let database = Database::open(&root, &state_dir).await?;
     match listen(args, &database, state_dir).await {
-        Ok((app, listener)) => {
+        Ok((app, listener, dev_gmail)) => {
             let address = listener.local_addr()?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let server = tokio::spawn(crate::server::serve(app.clone(), listener, async {
                 let _ = stopped.await;
             }));
             let sweeper = Sweeper::start(app.clone(), &args.sweep_component, args.sweep_interval);
-            Ok(Running { address, app, database, sweeper, stop, server })
+            Ok(Running { address, app, database, sweeper, _dev_gmail: dev_gmail, stop, server })
         }
         Err(e) => {
             // Leave no embedded server running behind a failed start.
@@ -134,7 +140,7 @@ async fn listen(
     args: &UpArgs,
     database: &Database,
     state_dir: PathBuf,
-) -> Result<(std::sync::Arc<App>, tokio::net::TcpListener)> {
+) -> Result<(std::sync::Arc<App>, tokio::net::TcpListener, Option<gatehouse_fake_gmail::FakeGmail>)> {
     if database.is_embedded() {
         crate::log::info("using the embedded PostgreSQL", serde_json::json!({"data": state_dir.join("pgdata")}));
     }
@@ -158,13 +164,16 @@ async fn listen(
         );
         variables.provided.insert("callback_secret".into(), DEV_CALLBACK_SECRET.into());
     }
+    let manifest_path = args.app.manifest_path()?;
+    let dev_gmail = super::dev_gmail::start_if_unconfigured(&manifest_path, &mut variables, &state_dir.join("mail")).await?;
 
     let app = App::load(AppConfig {
-        manifest_path: args.app.manifest_path()?,
+        manifest_path,
         variables,
         cache_dir: state_dir.join("compiled"),
         max_body_bytes: args.max_body_bytes,
         pg_pool_size: args.pg_pool_size,
+        model_dir: args.model_dir.clone(),
     })?;
     let mut components: Vec<&str> = app.component_ids().collect();
     components.sort_unstable();
@@ -172,7 +181,7 @@ async fn listen(
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    Ok((app, listener))
+    Ok((app, listener, dev_gmail))
 }
 
 async fn shutdown_signal() {
