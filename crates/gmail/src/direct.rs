@@ -1,12 +1,14 @@
 //! `POST /execute-gmail`: the gated direct flow of SPEC §7. One request records the call and
 //! walks it through four gates; the relay must say "continue" at the first two.
 //!
-//! 1. PREPARING: progress, cancellable. 2. READY_TO_SEND: the draft exists, and the relay
-//! confirms with the caller. 3. Send. 4. COMPLETED: the completion callback.
+//! 1. PREPARING: progress, cancellable.
+//! 2. READY_TO_SEND: the draft exists, and the relay confirms with the caller.
+//! 3. Send.
+//! 4. COMPLETED: the completion callback.
 
-use gatehouse_domain::{ApiError, SessionId, Status};
+use gatehouse_domain::{ApiError, Status};
 use gatehouse_http::{Method, Reply, Request};
-use gatehouse_lifecycle::gated::{FlowStart, GatedFlow, Passage};
+use gatehouse_lifecycle::gated::{self, FlowFields, GatedFlow, Passage};
 use gatehouse_store::ToolCall;
 use gatehouse_tool::Tool;
 use serde::Deserialize;
@@ -38,8 +40,16 @@ struct DirectRequest {
 }
 
 impl DirectRequest {
+    fn flow(&self) -> FlowFields {
+        FlowFields {
+            session_id: self.session_id.clone(),
+            intent_id: self.intent_id.clone(),
+            connection_id: self.connection_id.clone(),
+            callback_url: self.callback_url.clone(),
+        }
+    }
+
     fn parameters(&self) -> Map<String, Value> {
-        let mut parameters = Map::new();
         let fields = [
             ("to", Some(&self.to)),
             ("cc", self.cc.as_ref()),
@@ -48,44 +58,15 @@ impl DirectRequest {
             ("body", Some(&self.body)),
             ("reference_context", self.reference_context.as_ref()),
         ];
-        for (name, value) in fields {
-            if let Some(value) = value {
-                parameters.insert(name.to_owned(), value.clone());
-            }
-        }
-        parameters
+        fields.into_iter().filter_map(|(name, value)| Some((name.to_owned(), value?.clone()))).collect()
     }
 }
 
 pub async fn execute_gmail(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Post)?;
     let request: DirectRequest = gatehouse_http::read_json(&req)?;
-    let session_id = SessionId::parse(&request.session_id)
-        .map_err(|e| ApiError::invalid_input("The session id is not valid.").with_field("session_id", e.to_string()))?;
-    let tool = GmailTool;
-    let parameters = tool
-        .validate(request.parameters())
-        .and_then(|parameters| match tool.check_references(&parameters, Some(&session_id)) {
-            problems if problems.is_empty() => Ok(parameters),
-            problems => Err(problems),
-        })
-        .map_err(|fields| ApiError::validation_failed("Some of the email's details aren't valid.", fields))?;
-    let summary = tool.summarize(&parameters);
-    let trace_id = gatehouse_http::trace_id(&req);
-
-    let start = FlowStart {
-        function_name: "send_email",
-        tool: COMPONENT,
-        session_id: &session_id,
-        intent_id: request.intent_id.as_deref(),
-        connection_id: request.connection_id.as_deref(),
-        parameters: &parameters,
-        summary: &summary,
-        callback_url: &request.callback_url,
-        trace_id: &trace_id,
-    };
-    let mut flow = GatedFlow::begin(&gatehouse_http::open_db()?, start)?;
-    let call = run(&tool, &mut flow).await?;
+    let mut flow = gated::start(&req, &GmailTool, COMPONENT, &request.flow(), request.parameters())?;
+    let call = run(&GmailTool, &mut flow).await?;
     Ok(gatehouse_http::json_response(200, &answer(&call)).into())
 }
 

@@ -10,8 +10,9 @@
 use gatehouse_domain::callback::RelayDecision;
 use gatehouse_domain::contract::{Checkpoint, Executed, ToolRequest};
 use gatehouse_domain::{ApiError, SessionId, Status};
+use gatehouse_http::Request;
 use gatehouse_store::{Connection, Created, NewCall, ToolCall, Transition};
-use gatehouse_tool::ToolFailure;
+use gatehouse_tool::{Tool, ToolFailure};
 use serde_json::{Map, Value};
 
 use crate::cancel::{after_cancel, cancelled_message};
@@ -33,6 +34,50 @@ pub struct FlowStart<'a> {
     /// Required: a gate with nobody to ask could only ever cancel.
     pub callback_url: &'a str,
     pub trace_id: &'a str,
+}
+
+/// What every direct flow's request carries besides the tool's own parameters.
+#[derive(Debug, Clone)]
+pub struct FlowFields {
+    pub session_id: String,
+    pub intent_id: Option<String>,
+    pub connection_id: Option<String>,
+    pub callback_url: String,
+}
+
+/// Checks a direct flow's request with the tool itself (`validate`, then `check_references`),
+/// and records the call: nothing is written for a request the tool refuses.
+pub fn start<T: Tool>(
+    req: &Request,
+    tool: &T,
+    component: &str,
+    fields: &FlowFields,
+    parameters: Map<String, Value>,
+) -> Result<GatedFlow, ApiError> {
+    let session_id = SessionId::parse(&fields.session_id)
+        .map_err(|e| ApiError::invalid_input("The session id is not valid.").with_field("session_id", e.to_string()))?;
+    let parameters = tool
+        .validate(parameters)
+        .and_then(|parameters| match tool.check_references(&parameters, Some(&session_id)) {
+            problems if problems.is_empty() => Ok(parameters),
+            problems => Err(problems),
+        })
+        .map_err(|problems| ApiError::validation_failed("Some of the details aren't valid.", problems))?;
+    let summary = tool.summarize(&parameters);
+    let trace_id = gatehouse_http::trace_id(req);
+    let function_name = tool.describe().name;
+    let start = FlowStart {
+        function_name: &function_name,
+        tool: component,
+        session_id: &session_id,
+        intent_id: fields.intent_id.as_deref(),
+        connection_id: fields.connection_id.as_deref(),
+        parameters: &parameters,
+        summary: &summary,
+        callback_url: &fields.callback_url,
+        trace_id: &trace_id,
+    };
+    GatedFlow::begin(&gatehouse_http::open_db()?, start)
 }
 
 /// Whether the flow may go on.

@@ -14,4 +14,4 @@ mod server;
 
 pub use client::{ToolClient, ToolError};
 pub use registry::{RegistryEntry, ToolRegistry};
-pub use server::{Tool, ToolFailure, serve_tool};
+pub use server::{Tool, ToolFailure, serve_tool, serve_tool_with_route};

@@ -41,6 +41,26 @@ pub trait Tool {
     async fn discard(&self, request: &ToolRequest) -> Result<(), ToolFailure>;
 }
 
+/// Serves a tool component that also has a public route of its own (a gated direct flow):
+/// requests for `public_path` go to `handler`, everything else to the contract.
+pub async fn serve_tool_with_route<T, F, Fut>(
+    req: IncomingRequest,
+    out: ResponseOutparam,
+    tool: &T,
+    public_path: &str,
+    handler: F,
+) where
+    T: Tool,
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Result<Reply, ApiError>>,
+{
+    if req.path_with_query().is_some_and(|path| path.split('?').next() == Some(public_path)) {
+        gatehouse_http::serve(req, out, handler).await
+    } else {
+        serve_tool(req, out, tool).await
+    }
+}
+
 /// Serves the contract at `/tool/<operation>` (any other path is a 404), then records the
 /// operation in `tool_executions`.
 pub async fn serve_tool<T: Tool>(req: IncomingRequest, out: ResponseOutparam, tool: &T) {
