@@ -280,13 +280,27 @@ async fn scripts_up_serves_from_a_fresh_state_folder_and_stops_cleanly() {
         http().get(format!("{ready}/voice-tools/context/s")).bearer_auth("dev-token").send().await.expect("context");
     assert_eq!(response.status(), 200);
 
-    // SIGINT, as Ctrl-C in a terminal sends. `scripts/up` execs the runner, so it gets it.
+    // Then it plays the demo conversation against it, through the local Gmail-compatible server.
+    let mut demo = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(120)) {
+        let finished = line.contains("Gatehouse keeps serving");
+        demo.push(line);
+        if finished {
+            break;
+        }
+    }
+    let demo = demo.join("\n");
+    assert!(demo.contains("Email sent to john.smith@gmail.com successfully!"), "the demo did not send:\n{demo}");
+    assert!(demo.contains("Gatehouse keeps serving"), "scripts/up did not finish its demo:\n{demo}");
+
+    // SIGINT, as Ctrl-C in a terminal sends; `scripts/up` passes it to the runner.
     let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
     assert!(status.success());
     let exit = child.wait().expect("exit");
     assert!(exit.success(), "scripts/up exits cleanly on Ctrl-C: {exit}");
     let logs = err_lines.join().expect("stderr");
     assert!(logs.iter().any(|l| l.contains("dev-token")), "dev mode says which token it uses");
+    assert!(logs.iter().any(|l| l.contains("local Gmail-compatible server")), "dev mode says where mail goes");
     assert!(!state.join("pgdata/postmaster.pid").exists(), "the embedded database was stopped");
     let _ = std::fs::remove_dir_all(&state);
 }
