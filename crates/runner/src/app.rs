@@ -17,7 +17,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::{Error as HttpError, WasiHttpView};
 
-use crate::host::{self, ComponentRuntime, HostState, PgPools};
+use crate::host::{self, ComponentRuntime, HostState, LocalModels, PgPools};
 use crate::manifest::Manifest;
 use crate::outbound::AllowedHosts;
 use crate::routing::{RouteMatch, Router};
@@ -31,6 +31,9 @@ pub struct AppConfig {
     /// Requests with a larger body are refused with 413 before a component runs.
     pub max_body_bytes: usize,
     pub pg_pool_size: usize,
+    /// The embedding model's folder, if named (`--model-dir`); else it is looked for in
+    /// `.spin/ai-models/` beside the manifest, then at the project root.
+    pub model_dir: Option<PathBuf>,
 }
 
 struct LoadedComponent {
@@ -65,6 +68,7 @@ impl App {
         let engine = crate::engine::new_engine()?;
         let mut linker = Linker::new(&engine);
         host::add_to_linker(&mut linker)?;
+        let models = local_models(&manifest, &manifest_dir, config.model_dir.clone());
 
         let mut components = HashMap::new();
         for (id, decl) in &manifest.component {
@@ -85,6 +89,8 @@ impl App {
                 variables: variables.for_component(&decl.variables)?,
                 allowed_hosts: AllowedHosts::parse(&allowed).with_context(|| format!("component '{id}'"))?,
                 environment: decl.environment.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                ai_models: decl.ai_models.clone(),
+                models: models.clone(),
             };
             components.insert(id.clone(), LoadedComponent { pre, runtime: Arc::new(runtime) });
         }
@@ -197,6 +203,30 @@ impl App {
             }
         }
     }
+}
+
+/// The embedding model the components may share. It loads on first use; a component that lists
+/// it when its files are missing is told at start-up rather than on its first request.
+fn local_models(manifest: &Manifest, manifest_dir: &Path, explicit: Option<PathBuf>) -> Arc<LocalModels> {
+    let project_root = crate::db::project_home(manifest_dir);
+    let mut roots = vec![manifest_dir.to_path_buf()];
+    if project_root != manifest_dir {
+        roots.push(project_root);
+    }
+    let models = Arc::new(LocalModels::new(explicit, roots));
+    let model = gatehouse_embeddings::MODEL_NAME;
+    let users: Vec<&str> = manifest
+        .component
+        .iter()
+        .filter(|(_, decl)| decl.ai_models.iter().any(|m| m == model))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    if !users.is_empty()
+        && let Err(e) = models.model_dir()
+    {
+        crate::log::warn("embedding model not found", json!({"components": users, "error": e.to_string()}));
+    }
+    models
 }
 
 /// Logs a guest that fails after it has already answered: its caller has its response, but

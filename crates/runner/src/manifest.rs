@@ -86,6 +86,7 @@ pub struct ComponentDecl {
     pub variables: BTreeMap<String, String>,
     #[serde(default)]
     pub build: Option<BuildDecl>,
+    /// The models `fermyon:spin/llm` lets this component use; any other is refused.
     #[serde(default)]
     pub ai_models: Vec<String>,
     #[serde(default)]
@@ -188,6 +189,14 @@ source = "b.wasm"
         assert!(matches!(manifest.trigger.http[1].route, RouteDecl::Private { private: true }));
         assert_eq!(manifest.component["a"].variables["token"], "{{ token }}");
         assert_eq!(manifest.component["a"].build.as_ref().map(|b| b.command.as_str()), Some("cargo build"));
+    }
+
+    #[test]
+    fn a_component_lists_the_ai_models_it_may_use() {
+        let text = SAMPLE.replace("source = \"b.wasm\"", "source = \"b.wasm\"\nai_models = [\"all-minilm-l6-v2\"]");
+        let manifest = Manifest::parse(&text).expect("parses");
+        assert_eq!(manifest.component["b"].ai_models, ["all-minilm-l6-v2"]);
+        assert!(manifest.component["a"].ai_models.is_empty());
     }
 
     #[test]

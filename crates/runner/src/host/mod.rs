@@ -1,6 +1,8 @@
 //! The per-request store state: WASI, wasi:http with Spin's outbound rules, and the Spin host
-//! interfaces (`spin:postgres/postgres@4.0.0`, `fermyon:spin/variables@2.0.0`).
+//! interfaces (`spin:postgres/postgres@4.0.0`, `fermyon:spin/variables@2.0.0`,
+//! `fermyon:spin/llm@2.0.0`).
 mod http_hooks;
+mod llm;
 mod pg_values;
 mod postgres;
 mod variables;
@@ -12,6 +14,7 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+pub use self::llm::LocalModels;
 pub use self::postgres::{PgConnection, PgPools};
 use crate::app::App;
 use crate::log::GuestOutput;
@@ -23,6 +26,9 @@ pub struct ComponentRuntime {
     pub variables: HashMap<String, String>,
     pub allowed_hosts: AllowedHosts,
     pub environment: Vec<(String, String)>,
+    /// The manifest's `ai_models`: the only models the component may name.
+    pub ai_models: Vec<String>,
+    pub models: Arc<LocalModels>,
 }
 
 pub struct HostState {
