@@ -1,0 +1,82 @@
+//! The tool contract of `query_vector_db`: what the executor and the direct flow both run.
+
+use gatehouse_domain::FieldProblem;
+use gatehouse_domain::contract::{Checkpoint, Executed, ToolDescription, ToolRequest};
+use gatehouse_tool::{Tool, ToolFailure};
+use gatehouse_vector_search as search;
+use serde_json::{Map, Value};
+
+/// The component id, as the registry and the sweeper know it.
+pub(crate) const COMPONENT: &str = "vector-query";
+
+const DESCRIPTION: &str = "Searches the team's documents (sales reports, pipeline notes, shipping incidents, \
+    inventory, accounts) by meaning, with optional date, region and metadata filters, and totals numeric metadata \
+    fields over every document the filters match. The results stay available to later tools as the session \
+    context last_query_results.";
+
+pub(crate) struct VectorQuery;
+
+impl Tool for VectorQuery {
+    fn describe(&self) -> ToolDescription {
+        ToolDescription {
+            name: "query_vector_db".into(),
+            aliases: Vec::new(),
+            description: DESCRIPTION.into(),
+            parameters_schema: search::parameters_schema(),
+            needs_checkpoint: false,
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    fn validate(&self, parameters: Map<String, Value>) -> Result<Map<String, Value>, Vec<FieldProblem>> {
+        search::validate(parameters).map(|(normalized, _)| normalized)
+    }
+
+    fn summarize(&self, parameters: &Map<String, Value>) -> String {
+        match search::parse(parameters) {
+            Ok(query) => search::confirmation(&query),
+            Err(_) => "I'll search the documents. Is that right?".into(),
+        }
+    }
+
+    async fn prepare(&self, _request: &ToolRequest) -> Result<Option<Checkpoint>, ToolFailure> {
+        Ok(None)
+    }
+
+    /// A read and a replaceable context row: running it again after a crash is harmless.
+    async fn execute(&self, request: &ToolRequest) -> Result<Executed, ToolFailure> {
+        let result = run_search(request).await?;
+        let stored = store_context(request, &result)?;
+        Ok(executed(result, stored))
+    }
+
+    async fn discard(&self, _request: &ToolRequest) -> Result<(), ToolFailure> {
+        Ok(())
+    }
+}
+
+/// The search of a recorded call (its parameters are already normalized).
+pub(crate) async fn run_search(request: &ToolRequest) -> Result<search::SearchResult, ToolFailure> {
+    let query = search::parse(&request.parameters)
+        .map_err(|_| ToolFailure::new("The stored search parameters are no longer valid."))?;
+    let embedder = search::Embedder::from_variables().map_err(failed)?;
+    search::search(&query, &embedder).await.map_err(failed)
+}
+
+/// Keeps the results as the session's context; answers whether there was a session to keep
+/// them for.
+pub(crate) fn store_context(request: &ToolRequest, result: &search::SearchResult) -> Result<bool, ToolFailure> {
+    let Some(session) = &request.session_id else { return Ok(false) };
+    search::remember(session, request.tool_call_id.as_ref(), &request.parameters, result).map_err(failed)?;
+    Ok(true)
+}
+
+pub(crate) fn executed(result: search::SearchResult, stored: bool) -> Executed {
+    Executed { result: result.to_result(stored), voice_response: result.summary }
+}
+
+/// The operator reads what went wrong in the log; the caller hears a sentence.
+fn failed(error: search::SearchError) -> ToolFailure {
+    gatehouse_http::log_line("warn", &format!("query_vector_db: {error}"));
+    ToolFailure::new(error.spoken())
+}

@@ -1,0 +1,239 @@
+//! The search itself: one parameterized statement that finds the `top_k` nearest documents
+//! through the HNSW index and, when the search asks for totals, counts and totals every
+//! document the filters match.
+//!
+//! Totals cover all filter matches, not only the documents returned: "Q3 revenue in the
+//! Northwest" is a sum over the Northwest's Q3 documents, and it must not change with how the
+//! question was phrased or with `top_k`. The filters say which documents count; the semantic
+//! query only ranks them. Counting is a scan of every match, so it is done only for totals:
+//! a search without them stays an index scan that stops at `top_k`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use spin_sdk::pg4::{Connection, DbValue, ParameterValue};
+
+use crate::SearchError;
+use crate::query::{Filters, SearchQuery};
+
+/// What the statement found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// Nearest first.
+    pub documents: Vec<Document>,
+    /// How many documents the filters match; `None` when the search asked for no totals, so
+    /// nothing was counted.
+    pub matched: Option<u64>,
+    /// One per `aggregate` field, in the order asked.
+    pub totals: Vec<Total>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Document {
+    pub id: String,
+    pub content: String,
+    pub metadata: Map<String, Value>,
+    /// `YYYY-MM-DD`
+    pub doc_date: Option<String>,
+    /// Cosine similarity to the query, 1 - cosine distance.
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Total {
+    pub field: String,
+    pub sum: f64,
+    /// How many matched documents hold a number in this field.
+    pub counted: u64,
+}
+
+/// An SQL statement and its parameters. Only placeholders are ever formatted into the text.
+#[derive(Debug)]
+pub(crate) struct Statement {
+    pub sql: String,
+    pub params: Vec<ParameterValue>,
+}
+
+/// The nearest documents, ordered through the index, as one jsonb array.
+const NEAREST: &str = "
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'id', id, 'content', content, 'metadata', metadata, 'doc_date', doc_date,
+                'score', round((1 - distance)::numeric, 4)) ORDER BY distance, id), '[]'::jsonb)
+       FROM (SELECT id, content, metadata, doc_date, embedding <=> $1::text::vector AS distance
+               FROM documents
+              WHERE {where}
+              ORDER BY embedding <=> $1::text::vector
+              LIMIT $2) nearest)";
+
+/// Per aggregate field, in the order asked: the sum of its numeric values over every match,
+/// and how many matches have one.
+const TOTALS: &str = "
+    (SELECT coalesce(jsonb_agg(jsonb_build_object('field', field, 'sum', total, 'counted', counted)
+                               ORDER BY position), '[]'::jsonb)
+       FROM (SELECT f.field, f.position,
+                    coalesce(sum(CASE WHEN jsonb_typeof(m.metadata -> f.field) = 'number'
+                                      THEN (m.metadata ->> f.field)::numeric END), 0) AS total,
+                    count(*) FILTER (WHERE jsonb_typeof(m.metadata -> f.field) = 'number') AS counted
+               FROM unnest(${fields}::text[]) WITH ORDINALITY AS f(field, position)
+               LEFT JOIN matched m ON true
+              GROUP BY f.field, f.position) totals)";
+
+pub(crate) fn statement(query: &SearchQuery, embedding: &[f32]) -> Statement {
+    let mut params =
+        vec![ParameterValue::Str(vector_literal(embedding)), ParameterValue::Int64(i64::from(query.top_k))];
+    let conditions = conditions(&query.filters, &mut params);
+    let filtered = if conditions.is_empty() { "true".to_owned() } else { conditions.join(" AND ") };
+    let nearest = NEAREST.replace("{where}", &filtered);
+    if query.aggregate.is_empty() {
+        return Statement { sql: format!("SELECT {nearest}, NULL::bigint, NULL::jsonb"), params };
+    }
+    params.push(ParameterValue::ArrayStr(query.aggregate.iter().cloned().map(Some).collect()));
+    let totals = TOTALS.replace("{fields}", &params.len().to_string());
+    let sql = format!(
+        "WITH matched AS MATERIALIZED (SELECT metadata FROM documents WHERE {filtered})
+         SELECT {nearest}, (SELECT count(*) FROM matched), {totals}"
+    );
+    Statement { sql, params }
+}
+
+/// The filters as SQL conditions, their values appended to `params`. Equality and region use
+/// jsonb containment, which the GIN index on `metadata` serves.
+fn conditions(filters: &Filters, params: &mut Vec<ParameterValue>) -> Vec<String> {
+    let mut conditions = Vec::new();
+    if let Some(start) = filters.date_start {
+        let at = bind(params, ParameterValue::Date((start.year, start.month, start.day)));
+        conditions.push(format!("doc_date >= {at}"));
+    }
+    if let Some(end) = filters.date_end {
+        let at = bind(params, ParameterValue::Date((end.year, end.month, end.day)));
+        conditions.push(format!("doc_date <= {at}"));
+    }
+    if !filters.regions.is_empty() {
+        let any: Vec<String> = filters
+            .regions
+            .iter()
+            .map(|region| format!("metadata @> {}", bind(params, jsonb(&json!({"region": region})))))
+            .collect();
+        conditions.push(format!("({})", any.join(" OR ")));
+    }
+    if !filters.equals.is_empty() {
+        let at = bind(params, jsonb(&Value::Object(filters.equals.clone())));
+        conditions.push(format!("metadata @> {at}"));
+    }
+    conditions
+}
+
+/// Appends a parameter; answers its placeholder.
+fn bind(params: &mut Vec<ParameterValue>, value: ParameterValue) -> String {
+    params.push(value);
+    format!("${}", params.len())
+}
+
+fn jsonb(value: &Value) -> ParameterValue {
+    ParameterValue::Jsonb(value.to_string().into_bytes())
+}
+
+/// pgvector's text form, `[0.1,-0.2,...]`; bound as text and cast, since the interface has no
+/// vector type.
+fn vector_literal(embedding: &[f32]) -> String {
+    let mut text = String::with_capacity(embedding.len() * 12);
+    text.push('[');
+    for (i, x) in embedding.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&x.to_string());
+    }
+    text.push(']');
+    text
+}
+
+pub(crate) fn run(db: &Connection, query: &SearchQuery, embedding: &[f32]) -> Result<Found, SearchError> {
+    let statement = statement(query, embedding);
+    let rows = db.query(&statement.sql, &statement.params).map_err(|e| SearchError::Database(format!("{e:?}")))?;
+    let row = rows.rows.into_iter().next().ok_or_else(|| SearchError::Database("the search returned no row".into()))?;
+    let [documents, matched, totals] = <[DbValue; 3]>::try_from(row)
+        .map_err(|row| SearchError::Database(format!("the search returned {} columns", row.len())))?;
+    Ok(Found {
+        documents: decode(&documents)?.unwrap_or_default(),
+        matched: match matched {
+            DbValue::Int64(n) => Some(u64::try_from(n).unwrap_or_default()),
+            _ => None,
+        },
+        totals: decode(&totals)?.unwrap_or_default(),
+    })
+}
+
+fn decode<T: serde::de::DeserializeOwned>(value: &DbValue) -> Result<Option<T>, SearchError> {
+    match value {
+        DbValue::DbNull => Ok(None),
+        DbValue::Jsonb(bytes) => serde_json::from_slice(bytes)
+            .map(Some)
+            .map_err(|e| SearchError::Database(format!("decoding the search result: {e}"))),
+        other => Err(SearchError::Database(format!("expected jsonb, got {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::validate;
+
+    fn query(value: Value) -> SearchQuery {
+        let Value::Object(map) = value else { panic!("not an object") };
+        validate(map).map(|(_, q)| q).unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    #[test]
+    fn a_search_without_totals_is_only_the_index_scan() {
+        let statement = statement(
+            &query(json!({"user_query": "late trucks", "structured_query": {"filters": {"region": "Midwest"}}})),
+            &[0.5],
+        );
+        assert!(!statement.sql.contains("matched"));
+        assert!(statement.sql.contains("WHERE (metadata @> $3)"), "{}", statement.sql);
+        assert_eq!(statement.params.len(), 3);
+    }
+
+    #[test]
+    fn an_unfiltered_search_is_only_the_index_scan() {
+        let statement = statement(&query(json!({"user_query": "late trucks"})), &[0.5, -0.25]);
+        assert!(!statement.sql.contains("matched"));
+        assert!(statement.sql.contains("WHERE true"));
+        assert_eq!(statement.params.len(), 2);
+        assert!(matches!(&statement.params[0], ParameterValue::Str(v) if v == "[0.5,-0.25]"));
+        assert!(matches!(statement.params[1], ParameterValue::Int64(5)));
+    }
+
+    #[test]
+    fn filters_become_placeholders_never_text() {
+        let statement = statement(
+            &query(json!({
+                "user_query": "x'; DROP TABLE documents; --",
+                "structured_query": {
+                    "filters": {"date_start": "2024-07-01", "date_end": "2024-09-30", "region": ["Northwest", "South'west"], "owner": "O'Brien"},
+                    "aggregate": ["revenue"],
+                    "top_k": 7
+                }
+            })),
+            &[0.0],
+        );
+        assert!(
+            !statement.sql.contains("DROP") && !statement.sql.contains("O'Brien") && !statement.sql.contains("South")
+        );
+        let filtered = "doc_date >= $3 AND doc_date <= $4 AND (metadata @> $5 OR metadata @> $6) AND metadata @> $7";
+        assert_eq!(statement.sql.matches(filtered).count(), 2, "{}", statement.sql);
+        assert!(statement.sql.contains("unnest($8::text[])"));
+        assert_eq!(statement.params.len(), 8);
+        assert!(matches!(statement.params[2], ParameterValue::Date((2024, 7, 1))));
+        assert!(matches!(&statement.params[5], ParameterValue::Jsonb(v) if v == br#"{"region":"South'west"}"#));
+        assert!(matches!(&statement.params[6], ParameterValue::Jsonb(v) if v == br#"{"owner":"O'Brien"}"#));
+    }
+
+    #[test]
+    fn totals_without_filters_cover_every_document() {
+        let statement =
+            statement(&query(json!({"user_query": "x", "structured_query": {"aggregate": ["units"]}})), &[1.0]);
+        assert!(statement.sql.contains("FROM documents WHERE true)"));
+        assert!(matches!(&statement.params[2], ParameterValue::ArrayStr(v) if v == &[Some("units".to_owned())]));
+    }
+}
