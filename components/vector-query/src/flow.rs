@@ -8,11 +8,10 @@
 //! 4. COMPLETED: the completion callback, with `context_available` and `context_key`.
 
 use gatehouse_domain::contract::Executed;
-use gatehouse_domain::{ApiError, SessionId, Status};
+use gatehouse_domain::{ApiError, Status};
 use gatehouse_http::{Method, Reply, Request};
-use gatehouse_lifecycle::gated::{FlowStart, GatedFlow, Passage};
+use gatehouse_lifecycle::gated::{self, FlowFields, GatedFlow, Passage};
 use gatehouse_store::ToolCall;
-use gatehouse_tool::Tool;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -35,6 +34,15 @@ struct DirectRequest {
 }
 
 impl DirectRequest {
+    fn flow(&self) -> FlowFields {
+        FlowFields {
+            session_id: self.session_id.clone(),
+            intent_id: self.intent_id.clone(),
+            connection_id: self.connection_id.clone(),
+            callback_url: self.callback_url.clone(),
+        }
+    }
+
     fn parameters(&self) -> Map<String, Value> {
         let fields = [("user_query", &self.user_query), ("structured_query", &self.structured_query)];
         fields.into_iter().filter_map(|(name, value)| Some((name.to_owned(), value.clone()?))).collect()
@@ -44,25 +52,7 @@ impl DirectRequest {
 pub async fn query_vector_db(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Post)?;
     let request: DirectRequest = gatehouse_http::read_json(&req)?;
-    let session_id = SessionId::parse(&request.session_id)
-        .map_err(|e| ApiError::invalid_input("The session id is not valid.").with_field("session_id", e.to_string()))?;
-    let parameters = VectorQuery
-        .validate(request.parameters())
-        .map_err(|fields| ApiError::validation_failed("Some of the search's details aren't valid.", fields))?;
-    let summary = VectorQuery.summarize(&parameters);
-    let trace_id = gatehouse_http::trace_id(&req);
-    let start = FlowStart {
-        function_name: "query_vector_db",
-        tool: COMPONENT,
-        session_id: &session_id,
-        intent_id: request.intent_id.as_deref(),
-        connection_id: request.connection_id.as_deref(),
-        parameters: &parameters,
-        summary: &summary,
-        callback_url: &request.callback_url,
-        trace_id: &trace_id,
-    };
-    let mut flow = GatedFlow::begin(&gatehouse_http::open_db()?, start)?;
+    let mut flow = gated::start(&req, &VectorQuery, COMPONENT, &request.flow(), request.parameters())?;
     let call = run(&mut flow).await?;
     Ok(gatehouse_http::json_response(200, &answer(&call)).into())
 }

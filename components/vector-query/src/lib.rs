@@ -9,14 +9,7 @@ mod tool;
 
 use gatehouse_http::{IncomingRequest, ResponseOutparam};
 
-/// The public route; everything else reaches this component through service chaining.
-const DIRECT_FLOW_PATH: &str = "/query-vector-db";
-
 #[spin_sdk::http_component]
 async fn entry(req: IncomingRequest, out: ResponseOutparam) {
-    if req.path_with_query().is_some_and(|path| path.split('?').next() == Some(DIRECT_FLOW_PATH)) {
-        gatehouse_http::serve(req, out, flow::query_vector_db).await
-    } else {
-        gatehouse_tool::serve_tool(req, out, &tool::VectorQuery).await
-    }
+    gatehouse_tool::serve_tool_with_route(req, out, &tool::VectorQuery, "/query-vector-db", flow::query_vector_db).await
 }
