@@ -53,15 +53,21 @@ pub(crate) struct Statement {
     pub params: Vec<ParameterValue>,
 }
 
+/// The query vector, parsed once. Written inline (`$1::text::vector` in the ORDER BY), a
+/// generic plan parses the text again for every row it ranks: 34 µs a row, 114 ms for a
+/// filter with 3,351 matches. As a subquery it is an InitPlan, evaluated once, and the HNSW
+/// index still orders by it.
+const QUERY_VECTOR: &str = "(SELECT $1::text::vector)";
+
 /// The nearest documents, ordered through the index, as one jsonb array.
 const NEAREST: &str = "
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'id', id, 'content', content, 'metadata', metadata, 'doc_date', doc_date,
                 'score', round((1 - distance)::numeric, 4)) ORDER BY distance, id), '[]'::jsonb)
-       FROM (SELECT id, content, metadata, doc_date, embedding <=> $1::text::vector AS distance
+       FROM (SELECT id, content, metadata, doc_date, embedding <=> {query} AS distance
                FROM documents
               WHERE {where}
-              ORDER BY embedding <=> $1::text::vector
+              ORDER BY embedding <=> {query}
               LIMIT $2) nearest)";
 
 /// Per aggregate field, in the order asked: the sum of its numeric values over every match,
@@ -82,7 +88,7 @@ pub(crate) fn statement(query: &SearchQuery, embedding: &[f32]) -> Statement {
         vec![ParameterValue::Str(vector_literal(embedding)), ParameterValue::Int64(i64::from(query.top_k))];
     let conditions = conditions(&query.filters, &mut params);
     let filtered = if conditions.is_empty() { "true".to_owned() } else { conditions.join(" AND ") };
-    let nearest = NEAREST.replace("{where}", &filtered);
+    let nearest = NEAREST.replace("{where}", &filtered).replace("{query}", QUERY_VECTOR);
     if query.aggregate.is_empty() {
         return Statement { sql: format!("SELECT {nearest}, NULL::bigint, NULL::jsonb"), params };
     }
