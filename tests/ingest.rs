@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 use anyhow::{Context, Result, ensure};
 use gatehouse_embeddings::{DIMENSIONS, Embedder, locate_model_dir};
+use gatehouse_tests::vector::with_database;
 use gatehouse_tests::{database_url, db, gatehouse_bin, shared_state_dir, unique, workspace_root};
 use serde_json::{Value, json};
 
@@ -52,13 +53,6 @@ impl Scratch {
 }
 
 /// `url` naming database `name` instead.
-fn with_database(url: &str, name: &str) -> Result<String> {
-    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
-    let authority = base.find("://").map(|i| i + 3).context("DATABASE_URL has no scheme")?;
-    let path = base[authority..].find('/').map_or(base.len(), |i| authority + i);
-    Ok(format!("{}/{name}{}", &base[..path], query.map(|q| format!("?{q}")).unwrap_or_default()))
-}
-
 fn scratch_file(name: &str) -> PathBuf {
     workspace_root().join("target").join(unique(name)).with_extension("jsonl")
 }

@@ -46,7 +46,8 @@ pub fn knowledge_base() -> Result<Vec<Value>> {
 }
 
 /// `DATABASE_URL` with another database name.
-fn with_database(url: &str, name: &str) -> Result<String> {
+/// `url` with its database name replaced by `name`.
+pub fn with_database(url: &str, name: &str) -> Result<String> {
     let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
     let after_scheme = base.find("://").map(|i| i + 3).context("DATABASE_URL has no scheme")?;
     let path = base[after_scheme..].find('/').map(|i| after_scheme + i).unwrap_or(base.len());
