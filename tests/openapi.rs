@@ -681,6 +681,123 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     api.send(api.http.post(app.runner.url("/execute-gmail")).json(&email)).await?.expect(401)?;
     api.get(&app, "/execute-gmail").await?.expect(405)?;
 
+    // Each tool's history: its executions newest first, page by page and under an alias too, and
+    // its stats. The calls above have left rows for the fixture tool.
+    let history = |query: &str| api.get(&app, &format!("/voice-tools/tools/{FUNCTION}/{query}"));
+    let page = history("executions").await?.expect(200)?;
+    let rows = page.body["executions"].as_array().cloned().unwrap_or_default();
+    ensure!(page.body["tool"] == FUNCTION && !rows.is_empty(), "{}", page.text);
+    let started: Vec<&str> = rows.iter().filter_map(|row| row["started_at"].as_str()).collect();
+    ensure!(started.windows(2).all(|pair| pair[0] >= pair[1]), "not newest first: {}", page.text);
+    let first = history("executions?limit=1").await?.expect(200)?;
+    ensure!(first.body["executions"].as_array().map(Vec::len) == Some(1), "{}", first.text);
+    if let Some(cursor) = first.body["next_cursor"].as_str() {
+        let next = history(&format!("executions?limit=1&cursor={cursor}")).await?.expect(200)?;
+        let (before, after) = (&first.body["executions"][0], &next.body["executions"][0]);
+        ensure!(
+            after["execution_id"] != before["execution_id"]
+                && after["started_at"].as_str() <= before["started_at"].as_str(),
+            "the next page does not follow the first: {} then {}",
+            first.text,
+            next.text
+        );
+    }
+    let oks = api.get(&app, "/voice-tools/tools/fixture_alias/executions?outcome=ok&limit=5").await?.expect(200)?;
+    ensure!(oks.body["tool"] == FUNCTION, "{}", oks.text);
+    ensure!(oks.body["executions"].as_array().into_iter().flatten().all(|row| row["outcome"] == "ok"), "{}", oks.text);
+    let bad_limit = history("executions?limit=0").await?.expect(400)?;
+    ensure!(
+        bad_limit.code() == "invalid_input" && bad_limit.body["fields"][0]["field"] == "limit",
+        "{}",
+        bad_limit.text
+    );
+    let no_tool = api.get(&app, "/voice-tools/tools/no_such_tool/executions").await?.expect(404)?;
+    ensure!(no_tool.code() == "not_found", "{}", no_tool.text);
+    let executions_path = format!("/voice-tools/tools/{FUNCTION}/executions");
+    api.call(&app, Method::POST, &executions_path, None, &[]).await?.expect(405)?;
+    api.send(api.http.get(app.runner.url(&executions_path))).await?.expect(401)?;
+
+    let stats = history("stats?window=1h").await?.expect(200)?;
+    ensure!(stats.body["tool"] == FUNCTION && stats.body["window"] == "1h", "{}", stats.text);
+    let outcomes = &stats.body["outcomes"];
+    let total: i64 = ["ok", "rejected", "failed", "crashed", "cancelled"]
+        .iter()
+        .filter_map(|outcome| outcomes[*outcome].as_i64())
+        .sum();
+    ensure!(stats.body["executions"].as_i64().is_some_and(|n| n > 0 && n == total), "{}", stats.text);
+    let by_default = history("stats").await?.expect(200)?;
+    ensure!(by_default.body["window"] == "24h", "{}", by_default.text);
+    let bad_window = history("stats?window=1w").await?.expect(400)?;
+    ensure!(bad_window.body["fields"][0]["field"] == "window", "{}", bad_window.text);
+    api.get(&app, "/voice-tools/tools/no_such_tool/stats").await?.expect(404)?;
+    let stats_path = format!("/voice-tools/tools/{FUNCTION}/stats");
+    api.call(&app, Method::POST, &stats_path, None, &[]).await?.expect(405)?;
+    api.send(api.http.get(app.runner.url(&stats_path))).await?.expect(401)?;
+
+    // MCP over Streamable HTTP, without sessions: the handshake, the tools, tool calls, and each
+    // refusal. JSON-RPC bodies are answered as JSON-RPC, the HTTP refusals in the flat shape.
+    let accept = ("accept", "application/json, text/event-stream");
+    let version = ("mcp-protocol-version", "2025-06-18");
+    let mcp = |message: Value, headers: &[(&str, &str)]| api.call(&app, Method::POST, "/mcp", Some(message), headers);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "openapi-test", "version": "1"}}});
+    let initialized = mcp(initialize, &[accept]).await?.expect(200)?;
+    ensure!(
+        initialized.body["id"] == 1 && initialized.body["result"]["protocolVersion"] == "2025-06-18",
+        "{}",
+        initialized.text
+    );
+    ensure!(
+        initialized.header("mcp-session-id").is_none(),
+        "a session id from a stateless server: {:?}",
+        initialized.headers
+    );
+    mcp(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), &[accept, version]).await?.expect(202)?;
+    let ping = json!({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"});
+    let pong = mcp(ping.clone(), &[accept, version]).await?.expect(200)?;
+    ensure!(pong.body["id"] == "ping-1" && pong.body["result"] == json!({}), "{}", pong.text);
+    let listed =
+        mcp(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}), &[accept, version]).await?.expect(200)?;
+    let names: Vec<&str> =
+        listed.body["result"]["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    ensure!(names.contains(&"request_tool") && names.contains(&"get_context"), "{}", listed.text);
+    // A tool call answers what the REST route answers, as structured content and as text.
+    let get_context = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "get_context", "arguments": {"session_id": session}}});
+    let called = mcp(get_context, &[accept, version]).await?.expect(200)?;
+    let result = &called.body["result"];
+    for (schema, instance) in [("McpToolResult", result), ("ContextResponse", &result["structuredContent"])] {
+        let problems = api.api.problems(&json!({"$ref": format!("#/components/schemas/{schema}")}), instance)?;
+        ensure!(problems.is_empty(), "not a {schema}:\n  {}\n{}", problems.join("\n  "), called.text);
+    }
+    ensure!(result["isError"] == false && result["structuredContent"]["session_id"] == session, "{}", called.text);
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap_or_default())?;
+    ensure!(text == result["structuredContent"], "the text and the structured content differ: {}", called.text);
+    let unknown_tool = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "launch_rockets", "arguments": {}}});
+    let unknown_tool = mcp(unknown_tool, &[accept, version]).await?.expect(200)?;
+    ensure!(unknown_tool.body["id"] == 4 && unknown_tool.body["error"]["code"] == -32602, "{}", unknown_tool.text);
+    let mcp_raw = |content_type: &str, body: &'static str| {
+        api.request(&app, Method::POST, "/mcp")
+            .header("content-type", content_type)
+            .header(accept.0, accept.1)
+            .body(body)
+    };
+    let not_json = api.send(mcp_raw("application/json", "{\"jsonrpc\": ")).await?.expect(400)?;
+    ensure!(not_json.body["id"].is_null() && not_json.body["error"]["code"] == -32700, "{}", not_json.text);
+    let batch = mcp(json!([{"jsonrpc": "2.0", "id": 5, "method": "ping"}]), &[accept, version]).await?.expect(400)?;
+    ensure!(batch.body["id"].is_null() && batch.body["error"]["code"] == -32600, "{}", batch.text);
+    let too_old = mcp(ping.clone(), &[accept, ("mcp-protocol-version", "1999-01-01")]).await?.expect(400)?;
+    ensure!(too_old.body["error"]["code"] == -32600, "{}", too_old.text);
+    api.send(mcp_raw("text/plain", "{}")).await?.expect(415)?;
+    for method in [Method::GET, Method::DELETE] {
+        let refused = api.call(&app, method, "/mcp", None, &[accept]).await?.expect(405)?;
+        ensure!(refused.header("allow") == Some("POST"), "{:?}", refused.headers);
+    }
+    api.send(api.http.post(app.runner.url("/mcp")).header(accept.0, accept.1).json(&ping)).await?.expect(401)?;
+    let foreign = mcp(ping, &[accept, version, ("origin", "http://evil.example")]).await?.expect(403)?;
+    ensure!(foreign.code() == "forbidden", "{}", foreign.text);
+
     // Expiry: a runner whose PENDING calls live one second.
     let short = App::start(lifecycle_options(&[("pending_ttl_seconds", "1")], &["--sweep-interval", "0"])).await?;
     let expiring = unique("openapi_ttl");
@@ -742,6 +859,8 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
         (Method::GET, "/voice-tools/context/s".to_owned(), None),
         (Method::GET, "/get-session-context?session_id=s&context_key=k".to_owned(), None),
         (Method::POST, "/voice-tools/sweep".to_owned(), None),
+        (Method::GET, format!("/voice-tools/tools/{FUNCTION}/executions"), None),
+        (Method::GET, format!("/voice-tools/tools/{FUNCTION}/stats"), None),
         (Method::POST, "/query-vector-db".to_owned(), Some(search.clone())),
         (Method::POST, "/execute-gmail".to_owned(), Some(email.clone())),
     ];

@@ -293,3 +293,61 @@ impl App {
         }
     }
 }
+
+/// A database of its own for one test, migrated and with the fixture tool's tables, for
+/// assertions on totals that other tests running at the same time must not disturb. Dropped
+/// with the value.
+pub struct ScratchDatabase {
+    pub name: String,
+    pub url: String,
+}
+
+impl ScratchDatabase {
+    pub async fn create(prefix: &str) -> Result<ScratchDatabase> {
+        let name = crate::unique(prefix).to_lowercase();
+        let admin = crate::db().await?;
+        admin.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await?;
+        let url = crate::vector::with_database(&crate::database_url(), &name)?;
+        let status = std::process::Command::new(crate::gatehouse_bin())
+            .arg("migrate")
+            .env("DATABASE_URL", &url)
+            .stdout(std::process::Stdio::null())
+            .status()?;
+        anyhow::ensure!(status.success(), "migrating {name} failed");
+        let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        ensure_fixture_tables(&db).await?;
+        Ok(ScratchDatabase { name, url })
+    }
+
+    pub async fn connect(&self) -> Result<tokio_postgres::Client> {
+        let (db, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        Ok(db)
+    }
+
+    /// Runner options that serve from this database.
+    pub fn serve(&self, mut options: RunnerOptions) -> RunnerOptions {
+        options.env.push(("DATABASE_URL".into(), self.url.clone()));
+        options
+    }
+}
+
+impl Drop for ScratchDatabase {
+    fn drop(&mut self) {
+        // Best effort, on a thread of its own: Drop cannot await, and a leftover scratch
+        // database only costs disk in the test server, which the run throws away.
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            if let Ok(runtime) = runtime {
+                runtime.block_on(async {
+                    if let Ok(admin) = crate::db().await {
+                        let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
+                    }
+                });
+            }
+        })
+        .join();
+    }
+}

@@ -11,7 +11,7 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Post)?;
     let request = gatehouse_http::read_json(&req)?;
     let idempotency_key = gatehouse_http::header(&req, "idempotency-key");
-    let trace_id = gatehouse_http::trace_id(&req);
+    let trace_id = gatehouse_http::trace_id();
     let db = gatehouse_http::open_db()?;
     gatehouse_lifecycle::create(&db, request, idempotency_key, &trace_id).await
 }

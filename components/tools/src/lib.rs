@@ -1,13 +1,32 @@
-//! GET /voice-tools/tools: the tool registry, each tool as it describes itself.
+//! The tool registry and each tool's execution history:
+//! - `GET /voice-tools/tools`: every registered tool, as it describes itself;
+//! - `GET /voice-tools/tools/:name/executions?limit=&outcome=&since=&cursor=`: newest first;
+//! - `GET /voice-tools/tools/:name/stats?window=`.
 
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{ApiError, Method, Reply, Request, query_param};
+use gatehouse_lifecycle::ExecutionsQuery;
 
 gatehouse_http::component!(handle);
 
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Get)?;
-    gatehouse_lifecycle::list_tools().await
+    let path = req.path();
+    if path.ends_with("/executions") {
+        let name = gatehouse_http::path_param(&req, "name")?;
+        let query = ExecutionsQuery {
+            limit: query_param(&req, "limit"),
+            outcome: query_param(&req, "outcome"),
+            since: query_param(&req, "since"),
+            cursor: query_param(&req, "cursor"),
+        };
+        gatehouse_lifecycle::tool_executions(&name, &query)
+    } else if path.ends_with("/stats") {
+        let name = gatehouse_http::path_param(&req, "name")?;
+        gatehouse_lifecycle::tool_stats(&name, query_param(&req, "window").as_deref())
+    } else {
+        gatehouse_lifecycle::list_tools().await
+    }
 }

@@ -7,15 +7,16 @@
 //! 3. STORE_CONTEXT: the results become the session's `last_query_results`.
 //! 4. COMPLETED: the completion callback, with `context_available` and `context_key`.
 
-use gatehouse_domain::contract::Executed;
+use gatehouse_domain::contract::Operation;
 use gatehouse_domain::{ApiError, Status};
-use gatehouse_http::{Method, Reply, Request};
+use gatehouse_http::{Component, Method, Reply, Request};
 use gatehouse_lifecycle::gated::{self, FlowFields, GatedFlow, Passage};
 use gatehouse_store::ToolCall;
+use gatehouse_tool::Tool;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::tool::{self, COMPONENT, VectorQuery};
+use crate::tool::VectorQuery;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,29 +50,24 @@ impl DirectRequest {
     }
 }
 
-pub async fn query_vector_db(req: Request) -> Result<Reply, ApiError> {
+pub async fn query_vector_db(component: Component, req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Post)?;
     let request: DirectRequest = gatehouse_http::read_json(&req)?;
-    let mut flow = gated::start(&req, &VectorQuery, COMPONENT, &request.flow(), request.parameters())?;
+    let mut flow = gated::start(&VectorQuery, component, &request.flow(), request.parameters())?;
     let call = run(&mut flow).await?;
     Ok(gatehouse_http::json_response(200, &answer(&call)).into())
 }
 
 /// Walks the gates; the call as the flow left it.
 async fn run(flow: &mut GatedFlow) -> Result<ToolCall, ApiError> {
-    if let Passage::Stopped(call) = flow.gate("QUERYING", "Searching the documents.", false).await? {
+    if let Passage::Stopped(call) = flow.gate("QUERYING", Operation::Execute, "Searching the documents.", false).await? {
         return Ok(*call);
     }
     if let Passage::Stopped(call) = flow.begin_side_effect()? {
         return Ok(*call);
     }
-    let request = flow.tool_request();
-    let result = match tool::run_search(&request).await {
-        Ok(result) => result,
-        Err(failure) => return flow.finish(Err(failure)).await,
-    };
-    let outcome: Result<Executed, _> =
-        tool::store_context(&request, &result).map(|stored| tool::executed(result, stored));
+    // EXECUTE and STORE_CONTEXT: the tool's execute searches, then stores the results.
+    let outcome = flow.run(Operation::Execute, VectorQuery.execute(&flow.tool_request())).await;
     flow.finish(outcome).await
 }
 

@@ -7,9 +7,4 @@
 mod flow;
 mod tool;
 
-use gatehouse_http::{IncomingRequest, ResponseOutparam};
-
-#[spin_sdk::http_component]
-async fn entry(req: IncomingRequest, out: ResponseOutparam) {
-    gatehouse_tool::serve_tool_with_route(req, out, &tool::VectorQuery, "/query-vector-db", flow::query_vector_db).await
-}
+gatehouse_tool::tool_component!(tool::VectorQuery, "/query-vector-db" => flow::query_vector_db);

@@ -6,9 +6,6 @@ use gatehouse_tool::{Tool, ToolFailure};
 use gatehouse_vector_search as search;
 use serde_json::{Map, Value};
 
-/// The component id, as the registry and the sweeper know it.
-pub(crate) const COMPONENT: &str = "vector-query";
-
 const DESCRIPTION: &str = "Searches the team's documents (sales reports, pipeline notes, shipping incidents, \
     inventory, accounts) by meaning, with optional date, region and metadata filters, and totals numeric metadata \
     fields over every document the filters match. The results stay available to later tools as the session \
@@ -24,7 +21,7 @@ impl Tool for VectorQuery {
             description: DESCRIPTION.into(),
             parameters_schema: search::parameters_schema(),
             needs_checkpoint: false,
-            version: env!("CARGO_PKG_VERSION").into(),
+            ..ToolDescription::default()
         }
     }
 
@@ -56,7 +53,7 @@ impl Tool for VectorQuery {
 }
 
 /// The search of a recorded call (its parameters are already normalized).
-pub(crate) async fn run_search(request: &ToolRequest) -> Result<search::SearchResult, ToolFailure> {
+async fn run_search(request: &ToolRequest) -> Result<search::SearchResult, ToolFailure> {
     let query = search::parse(&request.parameters)
         .map_err(|_| ToolFailure::new("The stored search parameters are no longer valid."))?;
     let embedder = search::Embedder::from_variables().map_err(failed)?;
@@ -65,13 +62,13 @@ pub(crate) async fn run_search(request: &ToolRequest) -> Result<search::SearchRe
 
 /// Keeps the results as the session's context; answers whether there was a session to keep
 /// them for.
-pub(crate) fn store_context(request: &ToolRequest, result: &search::SearchResult) -> Result<bool, ToolFailure> {
+fn store_context(request: &ToolRequest, result: &search::SearchResult) -> Result<bool, ToolFailure> {
     let Some(session) = &request.session_id else { return Ok(false) };
     search::remember(session, request.tool_call_id.as_ref(), &request.parameters, result).map_err(failed)?;
     Ok(true)
 }
 
-pub(crate) fn executed(result: search::SearchResult, stored: bool) -> Executed {
+fn executed(result: search::SearchResult, stored: bool) -> Executed {
     Executed { result: result.to_result(stored), voice_response: result.summary }
 }
 

@@ -60,7 +60,7 @@ impl Operation {
 }
 
 /// What `describe` answers: the registry entry of one tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolDescription {
     pub name: String,
     #[serde(default)]
@@ -70,7 +70,8 @@ pub struct ToolDescription {
     pub parameters_schema: Value,
     /// Whether the call stops at PREPARED for a "proceed" before its irreversible step.
     pub needs_checkpoint: bool,
-    /// The component's own crate version.
+    /// The component's own crate version, filled in by the contract server.
+    #[serde(default)]
     pub version: String,
 }
 

@@ -11,6 +11,7 @@ use crate::{Status, ToolCallId};
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     Unauthorized,
+    Forbidden,
     NotFound,
     MethodNotAllowed,
     InvalidState,
@@ -29,8 +30,9 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::InvalidState,
@@ -51,6 +53,7 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::InvalidState => "invalid_state",
@@ -74,6 +77,7 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidInput => 400,
             ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::InvalidState | ErrorCode::SideEffectStarted => 409,

@@ -11,6 +11,7 @@ mod ids;
 mod patch;
 mod prefer;
 mod status;
+mod time;
 
 pub use allowlist::{CallbackAllowlist, CallbackUrlError};
 pub use error::{ApiError, ErrorCode, FieldProblem};
@@ -18,3 +19,4 @@ pub use ids::{InvalidId, MAX_SESSION_ID_LEN, SessionId, ToolCallId};
 pub use patch::{FieldChange, changed_fields, merge_patch};
 pub use prefer::{MAX_WAIT, preference_applied, wait_preference};
 pub use status::{ParseStatusError, Status};
+pub use time::{MAX_WINDOW_SECONDS, is_rfc3339, parse_window};

@@ -6,8 +6,9 @@
 //! 3. Send.
 //! 4. COMPLETED: the completion callback.
 
+use gatehouse_domain::contract::Operation;
 use gatehouse_domain::{ApiError, Status};
-use gatehouse_http::{Method, Reply, Request};
+use gatehouse_http::{Component, Method, Reply, Request};
 use gatehouse_lifecycle::gated::{self, FlowFields, GatedFlow, Passage};
 use gatehouse_store::ToolCall;
 use gatehouse_tool::Tool;
@@ -15,9 +16,6 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::tool::GmailTool;
-
-/// The component id, as the registry and the sweeper know it.
-const COMPONENT: &str = "gmail";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,20 +60,20 @@ impl DirectRequest {
     }
 }
 
-pub async fn execute_gmail(req: Request) -> Result<Reply, ApiError> {
+pub async fn execute_gmail(component: Component, req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Post)?;
     let request: DirectRequest = gatehouse_http::read_json(&req)?;
-    let mut flow = gated::start(&req, &GmailTool, COMPONENT, &request.flow(), request.parameters())?;
+    let mut flow = gated::start(&GmailTool, component, &request.flow(), request.parameters())?;
     let call = run(&GmailTool, &mut flow).await?;
     Ok(gatehouse_http::json_response(200, &answer(&call)).into())
 }
 
 /// Walks the gates; the call as the flow left it.
 async fn run(tool: &GmailTool, flow: &mut GatedFlow) -> Result<ToolCall, ApiError> {
-    if let Passage::Stopped(call) = flow.gate("PREPARING", "Preparing your email.", false).await? {
+    if let Passage::Stopped(call) = flow.gate("PREPARING", Operation::Prepare, "Preparing your email.", false).await? {
         return Ok(*call);
     }
-    let checkpoint = match tool.prepare(&flow.tool_request()).await {
+    let checkpoint = match flow.run(Operation::Prepare, tool.prepare(&flow.tool_request())).await {
         Ok(Some(checkpoint)) => checkpoint,
         Ok(None) => return Err(ApiError::internal().with_detail("send_email prepared no draft")),
         Err(failure) => return flow.finish(Err(failure)).await,
@@ -83,13 +81,13 @@ async fn run(tool: &GmailTool, flow: &mut GatedFlow) -> Result<ToolCall, ApiErro
     if let Passage::Stopped(call) = flow.prepared(&checkpoint)? {
         return Ok(*call);
     }
-    if let Passage::Stopped(call) = flow.gate("READY_TO_SEND", &checkpoint.message, true).await? {
+    if let Passage::Stopped(call) = flow.gate("READY_TO_SEND", Operation::Execute, &checkpoint.message, true).await? {
         return Ok(*call);
     }
     if let Passage::Stopped(call) = flow.begin_side_effect()? {
         return Ok(*call);
     }
-    let outcome = tool.execute(&flow.tool_request()).await;
+    let outcome = flow.run(Operation::Execute, tool.execute(&flow.tool_request())).await;
     flow.finish(outcome).await
 }
 

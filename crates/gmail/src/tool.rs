@@ -54,7 +54,7 @@ impl Tool for GmailTool {
                 }
             }),
             needs_checkpoint: true,
-            version: env!("CARGO_PKG_VERSION").into(),
+            ..ToolDescription::default()
         }
     }
 

@@ -37,6 +37,12 @@ fn require_json_content_type(req: &Request) -> Result<(), ApiError> {
     }
 }
 
+/// Reads a JSON value that arrived inside another document (an MCP tool's arguments) as `T`,
+/// with the same errors as a request body.
+pub fn from_json_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    serde_json::from_value(value).map_err(describe_json_error)
+}
+
 fn describe_json_error(error: serde_json::Error) -> ApiError {
     match error.classify() {
         // Well-formed JSON of the wrong shape: serde's message names the field and the

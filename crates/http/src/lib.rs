@@ -28,15 +28,17 @@ mod random;
 mod response;
 mod route;
 mod serve;
+mod trace;
 
 pub use auth::require_bearer;
-pub use body::{MAX_BODY_BYTES, read_json, read_optional_json};
+pub use body::{MAX_BODY_BYTES, from_json_value, read_json, read_optional_json};
 pub use db::open_db;
 pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
 pub use outbound::{Answer, SendFailure, send, sleep, within};
-pub use random::{new_token, random_bytes, new_tool_call_id, trace_id, traceparent};
-pub use route::{admit, call_id, header, path_param, prefer_wait, query_param, require_method};
-pub use serve::{AfterResponse, Reply, log_error, log_line, serve, serve_with_body_limit};
+pub use random::{new_token, new_tool_call_id, random_bytes};
+pub use route::{admit, call_id, header, parse_call_id, path_param, prefer_wait, query_param, require_method};
+pub use serve::{AfterResponse, Reply, log_error, reply_or_error, serve, serve_with_body_limit};
+pub use trace::{Component, log_event, log_line, trace_id, traceparent};
 
 pub use gatehouse_domain::{ApiError, ErrorCode};
 
@@ -47,7 +49,7 @@ macro_rules! component {
     ($handler:path) => {
         #[::spin_sdk::http_component]
         async fn entry(req: $crate::IncomingRequest, out: $crate::ResponseOutparam) {
-            $crate::serve(req, out, $handler).await
+            $crate::serve($crate::this_component!(), req, out, $handler).await
         }
     };
 }

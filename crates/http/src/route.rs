@@ -9,11 +9,14 @@ pub fn admit(req: &Request, method: Method) -> Result<(), ApiError> {
     crate::require_bearer(req)
 }
 
-/// The `:id` of the route as a tool call id. A malformed id cannot name a call, so it is a 404
-/// like an unknown one.
+/// The `:id` of the route as a tool call id.
 pub fn call_id(req: &Request) -> Result<ToolCallId, ApiError> {
-    let raw = path_param(req, "id")?;
-    ToolCallId::parse(&raw).map_err(|_| ApiError::not_found("No tool call has that id."))
+    parse_call_id(&path_param(req, "id")?)
+}
+
+/// A tool call id the client gave. A malformed one cannot name a call: a 404, like an unknown one.
+pub fn parse_call_id(raw: &str) -> Result<ToolCallId, ApiError> {
+    ToolCallId::parse(raw).map_err(|_| ApiError::not_found("No tool call has that id."))
 }
 
 /// The `Prefer: wait=N` of the request, if any (RFC 7240).

@@ -1,5 +1,6 @@
 use std::future::Future;
 use std::pin::{Pin, pin};
+use std::time::Instant;
 
 use futures::StreamExt;
 use gatehouse_domain::ApiError;
@@ -7,6 +8,7 @@ use spin_sdk::http::{Fields, Headers, IncomingRequest, OutgoingResponse, Request
 
 use crate::body::MAX_BODY_BYTES;
 use crate::response::error_response;
+use crate::trace::{self, Component, log_event, log_line};
 
 /// Work a handler wants done after its response has gone out.
 pub type AfterResponse = Pin<Box<dyn Future<Output = ()>>>;
@@ -33,34 +35,80 @@ impl From<Response> for Reply {
     }
 }
 
-/// Runs a component handler: reads the request (body capped at [`MAX_BODY_BYTES`]), calls
-/// `handler`, sends its response (or the matching error response), then runs the handler's
-/// after-response work.
-pub async fn serve<F, Fut>(req: IncomingRequest, out: ResponseOutparam, handler: F)
+/// Runs a component handler: reads the request (body capped at [`MAX_BODY_BYTES`]), starts its
+/// span of the trace, calls `handler`, sends its response (or the matching error response),
+/// logs one line for the request, then runs the handler's after-response work.
+pub async fn serve<F, Fut>(component: Component, req: IncomingRequest, out: ResponseOutparam, handler: F)
 where
     F: FnOnce(Request) -> Fut,
     Fut: Future<Output = Result<Reply, ApiError>>,
 {
-    serve_with_body_limit(req, out, MAX_BODY_BYTES, handler).await
+    serve_with_body_limit(component, req, out, MAX_BODY_BYTES, handler).await
 }
 
 /// [`serve`] with a different body cap, for the rare route that needs one.
-pub async fn serve_with_body_limit<F, Fut>(req: IncomingRequest, out: ResponseOutparam, limit: usize, handler: F)
-where
+pub async fn serve_with_body_limit<F, Fut>(
+    component: Component,
+    req: IncomingRequest,
+    out: ResponseOutparam,
+    limit: usize,
+    handler: F,
+) where
     F: FnOnce(Request) -> Fut,
     Fut: Future<Output = Result<Reply, ApiError>>,
 {
-    let outcome = match read_request(req, limit).await {
+    let clock = Instant::now();
+    let headers = req.headers();
+    trace::begin(component, first_header(&headers, "traceparent").as_deref());
+    let access = AccessLine::of(&req, &headers);
+    let outcome = match read_request(req, headers, limit).await {
         Ok(request) => handler(request).await,
         Err(error) => Err(error),
     };
-    let reply = outcome.unwrap_or_else(|error| {
-        log_error(&error);
-        error_response(&error).into()
-    });
+    let reply = reply_or_error(outcome);
+    let status = *reply.response.status();
     send_response(out, reply.response).await;
+    access.write(status, clock);
     if let Some(after) = reply.after {
         after.await;
+    }
+}
+
+/// The handler's reply, or the response for its error (logged if it is ours, a 5xx).
+pub fn reply_or_error(outcome: Result<Reply, ApiError>) -> Reply {
+    outcome.unwrap_or_else(|error| {
+        log_error(&error);
+        error_response(&error).into()
+    })
+}
+
+/// What the one log line per request says about it. Never a header value or a body: those
+/// may hold a token or someone's email.
+struct AccessLine {
+    method: String,
+    route: String,
+    path: String,
+}
+
+impl AccessLine {
+    fn of(req: &IncomingRequest, headers: &Headers) -> AccessLine {
+        let path = req.path_with_query().unwrap_or_default();
+        let path = path.split('?').next().unwrap_or_default().to_owned();
+        // The route pattern (`/voice-tools/confirm/:id`); a chained request matches `/...`.
+        let route = first_header(headers, "spin-matched-route").unwrap_or_else(|| path.clone());
+        AccessLine { method: req.method().to_string(), route, path }
+    }
+
+    fn write(self, status: u16, clock: Instant) {
+        let duration_ms = (clock.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
+        log_event(
+            "info",
+            "request",
+            serde_json::json!({
+                "method": self.method, "route": self.route, "path": self.path,
+                "status": status, "duration_ms": duration_ms,
+            }),
+        );
     }
 }
 
@@ -86,8 +134,7 @@ async fn send_response(out: ResponseOutparam, response: Response) {
 
 /// Spin's own conversion to `Request` buffers the whole body first; this one stops
 /// reading as soon as the cap is passed.
-async fn read_request(incoming: IncomingRequest, limit: usize) -> Result<Request, ApiError> {
-    let headers = incoming.headers();
+async fn read_request(incoming: IncomingRequest, headers: Headers, limit: usize) -> Result<Request, ApiError> {
     if declared_length(&headers).is_some_and(|length| length > limit) {
         return Err(ApiError::payload_too_large(limit));
     }
@@ -109,27 +156,19 @@ async fn read_request(incoming: IncomingRequest, limit: usize) -> Result<Request
 }
 
 fn declared_length(headers: &Headers) -> Option<usize> {
-    let values = headers.get("content-length");
-    let value = values.first()?;
-    std::str::from_utf8(value).ok()?.trim().parse().ok()
+    first_header(headers, "content-length")?.trim().parse().ok()
 }
 
-/// Logs a server-side failure as one JSON object per line, with the operator-only
-/// detail. Client mistakes (4xx) are the client's to read and are not logged.
+fn first_header(headers: &Headers, name: &str) -> Option<String> {
+    let values = headers.get(name);
+    values.first().and_then(|value| std::str::from_utf8(value).ok()).map(str::to_owned)
+}
+
+/// Logs a server-side failure with the operator-only detail. Client mistakes (4xx) are the
+/// client's to read and are not logged beyond the request's own line.
 pub fn log_error(error: &ApiError) {
     if error.http_status() < 500 {
         return;
     }
-    let line = serde_json::json!({
-        "level": "error",
-        "code": error.code,
-        "message": error.message,
-        "detail": error.detail,
-    });
-    eprintln!("{line}");
-}
-
-/// One JSON log line from a component.
-pub fn log_line(level: &str, message: &str) {
-    eprintln!("{}", serde_json::json!({"level": level, "message": message}));
+    log_event("error", &error.message, serde_json::json!({"code": error.code, "detail": error.detail}));
 }

@@ -69,7 +69,7 @@ pub(crate) async fn after_cancel(call: ToolCall, checkpoint: Option<Checkpoint>)
 /// final and true, and a leftover draft is not a side effect.
 pub(crate) async fn discard(call: &ToolCall, checkpoint: Checkpoint) {
     let request = ToolRequest { checkpoint: Some(checkpoint), attempt: 1, ..tool_request(call) };
-    let outcome = match Config::tool(&call.tool) {
+    let outcome = match Config::tool(&call.function_name, &call.tool) {
         Ok(tool) => tool.discard(&request).await.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };

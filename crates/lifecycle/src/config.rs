@@ -50,8 +50,9 @@ impl Config {
             .map_err(|e| ApiError::internal().with_detail(format!("the tool_registry variable: {e}")))
     }
 
-    pub fn tool(component: &str) -> Result<ToolClient, ApiError> {
-        Ok(ToolClient::new(component, Self::tool_timeout()?))
+    /// The client for the tool `name`, served by `component`.
+    pub fn tool(name: &str, component: &str) -> Result<ToolClient, ApiError> {
+        Ok(ToolClient::new(name, component, Self::tool_timeout()?))
     }
 
     pub fn callback_allowlist() -> Result<CallbackAllowlist, ApiError> {

@@ -45,9 +45,10 @@ pub async fn confirm(
     let lease_owner = gatehouse_http::new_token();
     let lease_seconds = Config::lease_seconds()?;
     match gatehouse_store::confirm_call(&db, id, &lease_owner, lease_seconds, callback_url.as_deref())? {
-        Transition::Applied { .. } => {
-            start(db, id, lease_owner, lease_seconds, wait, "Okay, I'm on it. I'll check with you before anything is final.")
-                .await
+        Transition::Applied { after, .. } => {
+            let drive = DriveRequest { tool_call_id: id.clone(), lease_owner };
+            let message = "Okay, I'm on it. I'll check with you before anything is final.";
+            start(db, drive, after.trace_id, lease_seconds, wait, message).await
         }
         other => Err(rejection::refuse(&db, Action::Confirm, id, other)),
     }
@@ -70,22 +71,27 @@ pub async fn resume(
     let lease_owner = gatehouse_http::new_token();
     let lease_seconds = Config::lease_seconds()?;
     match gatehouse_store::resume_call(&db, id, &lease_owner, lease_seconds)? {
-        Transition::Applied { .. } => start(db, id, lease_owner, lease_seconds, wait, "Going ahead now.").await,
+        Transition::Applied { after, .. } => {
+            let drive = DriveRequest { tool_call_id: id.clone(), lease_owner };
+            start(db, drive, after.trace_id, lease_seconds, wait, "Going ahead now.").await
+        }
         other => Err(rejection::refuse(&db, Action::Resume, id, other)),
     }
 }
 
-/// Hands an EXECUTING call (whose lease `lease_owner` holds) to the executor.
+/// Hands an EXECUTING call (whose lease the drive request holds) to the executor, in the call's
+/// trace.
 async fn start(
     db: Connection,
-    id: &ToolCallId,
-    lease_owner: String,
+    drive: DriveRequest,
+    trace_id: Option<String>,
     lease_seconds: f64,
     wait: Option<Duration>,
     message: &str,
 ) -> Result<Reply, ApiError> {
+    let id = &drive.tool_call_id.clone();
     let accepted = json!({"tool_call_id": id, "status": Status::Executing, "message": message});
-    let work = hand_to_executor(DriveRequest { tool_call_id: id.clone(), lease_owner }, lease_seconds);
+    let work = hand_to_executor(drive, trace_id, lease_seconds);
     let Some(wait) = wait else {
         return Ok(Reply::from(gatehouse_http::json_response(202, &accepted)).then(work));
     };
@@ -104,16 +110,18 @@ async fn start(
 }
 
 /// Asks the executor to drive the call, and waits for it so the work outlives this request
-/// even if the caller hung up. The executor answers once the call has settled or paused.
-pub(crate) async fn hand_to_executor(request: DriveRequest, lease_seconds: f64) {
+/// even if the caller hung up. The executor answers once the call has settled or paused. It
+/// works in the call's trace, so a re-drive by the sweeper is found under the same trace.
+pub(crate) async fn hand_to_executor(request: DriveRequest, trace_id: Option<String>, lease_seconds: f64) {
     let url = format!("http://{EXECUTOR}.spin.internal/drive");
     let body = match serde_json::to_vec(&request) {
         Ok(body) => body,
         Err(e) => return gatehouse_http::log_line("error", &format!("encoding a drive request: {e}")),
     };
     let timeout = Duration::from_secs_f64(lease_seconds.max(1.0));
-    let outcome =
-        gatehouse_http::send(Method::Post, &url, &[("content-type", "application/json")], body, timeout).await;
+    let traceparent = gatehouse_http::traceparent(&trace_id.unwrap_or_else(gatehouse_http::trace_id));
+    let headers = [("content-type", "application/json"), ("traceparent", traceparent.as_str())];
+    let outcome = gatehouse_http::send(Method::Post, &url, &headers, body, timeout).await;
     match outcome {
         Ok(answer) if answer.is_success() => {}
         // The lease runs out and the sweeper takes the call up again: nothing is lost.

@@ -34,8 +34,7 @@ pub async fn create(
     idempotency_key: Option<&str>,
     trace_id: &str,
 ) -> Result<Reply, ApiError> {
-    let session_id = SessionId::parse(&request.session_id)
-        .map_err(|e| ApiError::invalid_input("The session id is not valid.").with_field("session_id", e.to_string()))?;
+    let session_id = crate::session_id(&request.session_id)?;
     let function = request.function_name.as_deref().or(request.function.as_deref()).unwrap_or_default();
     if function.is_empty() {
         return Err(ApiError::invalid_input("Say which tool to use.").with_field("function_name", "is required"));
@@ -56,7 +55,7 @@ pub async fn create(
     })?;
     let callback_url = Config::checked_callback_url(request.callback_url.as_deref())?;
 
-    let validated = Config::tool(&entry.component)?
+    let validated = Config::tool(&entry.name, &entry.component)?
         .validate(&ToolRequest {
             tool_call_id: None,
             session_id: Some(session_id.clone()),

@@ -3,10 +3,11 @@
 //! lease ran out can no longer change the call.
 
 use gatehouse_domain::callback::RelayDecision;
-use gatehouse_domain::contract::{Checkpoint, ToolRequest};
+use gatehouse_domain::contract::{Checkpoint, Operation, ToolRequest};
 use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_http::Reply;
 use gatehouse_store::{Connection, ToolCall, Transition};
+use gatehouse_tool::history::record_cancelled;
 use gatehouse_tool::{ToolClient, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -40,7 +41,7 @@ pub async fn drive(request: DriveRequest) -> Result<Reply, ApiError> {
     let call = gatehouse_store::get_call(&db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
     let mut follow_ups = Vec::new();
     if call.status == Status::Executing {
-        let tool = Config::tool(&call.tool)?;
+        let tool = Config::tool(&call.function_name, &call.tool)?;
         run(&tool, call, owner, &mut follow_ups).await?;
     }
     // The answer only says the drive is over; whoever waits on it reads the call itself.
@@ -65,6 +66,7 @@ async fn run(
             if let Transition::Applied { after, .. } =
                 gatehouse_store::cancel_call(&db()?, &id, Some(&reason), "relay", message)?
             {
+                record_cancelled(tool.identity(), Operation::Prepare, &id, call.trace_id.as_deref(), &reason);
                 follow_ups.push(FollowUp::Completion(*after));
             }
             return Ok(());
@@ -91,7 +93,13 @@ async fn run(
     let lease_seconds = Config::lease_seconds()?;
     let (before, current) = match gatehouse_store::begin_side_effect(&db()?, &id, owner, lease_seconds)? {
         Transition::Applied { before, after } => (before, after),
-        _ => {
+        refused => {
+            if let Transition::Rejected { current } = &refused
+                && current.status == Status::Cancelled
+            {
+                let reason = "cancelled before the irreversible step";
+                record_cancelled(tool.identity(), Operation::Execute, &id, call.trace_id.as_deref(), reason);
+            }
             if let Some(checkpoint) = checkpoint {
                 follow_ups.push(FollowUp::Discard(call, checkpoint));
             }

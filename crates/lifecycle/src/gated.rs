@@ -7,11 +7,14 @@
 //! `DELETE /voice-tools/cancel/:id` races it exactly as it races the executor, and a flow whose
 //! component dies is re-driven by the sweeper like any stranded call.
 
+use std::future::Future;
+
 use gatehouse_domain::callback::RelayDecision;
-use gatehouse_domain::contract::{Checkpoint, Executed, ToolRequest};
+use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRequest};
 use gatehouse_domain::{ApiError, SessionId, Status};
-use gatehouse_http::Request;
+use gatehouse_http::Component;
 use gatehouse_store::{Connection, Created, NewCall, ToolCall, Transition};
+use gatehouse_tool::history::{Execution, Outcome, ToolIdentity};
 use gatehouse_tool::{Tool, ToolFailure};
 use serde_json::{Map, Value};
 
@@ -46,29 +49,32 @@ pub struct FlowFields {
 }
 
 /// Checks a direct flow's request with the tool itself (`validate`, then `check_references`),
-/// and records the call: nothing is written for a request the tool refuses.
+/// and records the call: nothing is written for a request the tool refuses. The tool runs in
+/// `component`, whose id is its crate's name.
 pub fn start<T: Tool>(
-    req: &Request,
     tool: &T,
-    component: &str,
+    component: Component,
     fields: &FlowFields,
     parameters: Map<String, Value>,
 ) -> Result<GatedFlow, ApiError> {
-    let session_id = SessionId::parse(&fields.session_id)
-        .map_err(|e| ApiError::invalid_input("The session id is not valid.").with_field("session_id", e.to_string()))?;
-    let parameters = tool
-        .validate(parameters)
-        .and_then(|parameters| match tool.check_references(&parameters, Some(&session_id)) {
+    let session_id = crate::session_id(&fields.session_id)?;
+    let identity = gatehouse_tool::identity(tool, component);
+    let trace_id = gatehouse_http::trace_id();
+    let validation = Execution::begin(identity.clone(), Operation::Validate, None, Some(&trace_id));
+    let validated = tool.validate(parameters).and_then(|parameters| {
+        match tool.check_references(&parameters, Some(&session_id)) {
             problems if problems.is_empty() => Ok(parameters),
             problems => Err(problems),
-        })
-        .map_err(|problems| ApiError::validation_failed("Some of the details aren't valid.", problems))?;
+        }
+    });
+    let refused = "Some of the details aren't valid.";
+    let outcome = if validated.is_ok() { Outcome::Ok } else { Outcome::Rejected };
+    validation.end(outcome, validated.is_err().then_some(refused)).write();
+    let parameters = validated.map_err(|problems| ApiError::validation_failed(refused, problems))?;
     let summary = tool.summarize(&parameters);
-    let trace_id = gatehouse_http::trace_id(req);
-    let function_name = tool.describe().name;
     let start = FlowStart {
-        function_name: &function_name,
-        tool: component,
+        function_name: &identity.tool,
+        tool: component.name,
         session_id: &session_id,
         intent_id: fields.intent_id.as_deref(),
         connection_id: fields.connection_id.as_deref(),
@@ -77,7 +83,7 @@ pub fn start<T: Tool>(
         callback_url: &fields.callback_url,
         trace_id: &trace_id,
     };
-    GatedFlow::begin(&gatehouse_http::open_db()?, start)
+    GatedFlow::begin(&gatehouse_http::open_db()?, start, identity.clone())
 }
 
 /// Whether the flow may go on.
@@ -94,6 +100,8 @@ pub enum Passage {
 pub struct GatedFlow {
     call: ToolCall,
     lease_owner: String,
+    /// The tool in this component, for the history rows of the work the flow runs in-process.
+    identity: ToolIdentity,
 }
 
 /// A connection per step: gates wait on a person, and nothing may hold a pooled connection
@@ -105,7 +113,7 @@ fn db() -> Result<Connection, ApiError> {
 impl GatedFlow {
     /// Records the call and takes it straight to EXECUTING: the request itself is the caller's
     /// confirmation.
-    pub fn begin(db: &Connection, start: FlowStart<'_>) -> Result<GatedFlow, ApiError> {
+    pub fn begin(db: &Connection, start: FlowStart<'_>, identity: ToolIdentity) -> Result<GatedFlow, ApiError> {
         let callback_url = Config::checked_callback_url(Some(start.callback_url))?;
         let id = gatehouse_http::new_tool_call_id();
         let new_call = NewCall {
@@ -128,7 +136,7 @@ impl GatedFlow {
         }
         let lease_owner = gatehouse_http::new_token();
         match gatehouse_store::confirm_call(db, &id, &lease_owner, Config::lease_seconds()?, callback_url.as_deref())? {
-            Transition::Applied { after, .. } => Ok(GatedFlow { call: *after, lease_owner }),
+            Transition::Applied { after, .. } => Ok(GatedFlow { call: *after, lease_owner, identity }),
             _ => Err(ApiError::internal().with_detail(format!("{id} could not be confirmed right after its creation"))),
         }
     }
@@ -142,15 +150,49 @@ impl GatedFlow {
         ToolRequest { checkpoint: self.call.checkpoint.clone(), ..tool_request(&self.call) }
     }
 
-    /// Tells the relay the flow reached `gate` and waits for its answer. Only an explicit
-    /// continue goes on; anything else cancels the call (SPEC §6: fail closed).
-    pub async fn gate(&mut self, gate: &str, progress: &str, requires_confirmation: bool) -> Result<Passage, ApiError> {
+    /// Tells the relay the flow reached `gate`, before the tool's `next` operation, and waits
+    /// for its answer. Only an explicit continue goes on; anything else cancels the call
+    /// (SPEC §6: fail closed), and the history shows `next` as cancelled.
+    pub async fn gate(
+        &mut self,
+        gate: &str,
+        next: Operation,
+        progress: &str,
+        requires_confirmation: bool,
+    ) -> Result<Passage, ApiError> {
+        let waiting = self.execution(next);
         let answer = callbacks::gate(&self.call, gate, progress, requires_confirmation).await;
         let (status, body) = answer.map_or((None, Vec::new()), |a| (Some(a.status), a.body));
         match RelayDecision::at_gate(status, &body) {
             RelayDecision::Continue => Ok(Passage::Continue),
-            RelayDecision::Cancel { reason } => self.cancel(&format!("at {gate}: {reason}")).await,
+            RelayDecision::Cancel { reason } => {
+                let reason = format!("at {gate}: {reason}");
+                waiting.end(Outcome::Cancelled, Some(&reason)).write();
+                self.cancel(&reason).await
+            }
         }
+    }
+
+    /// Runs one of the tool's operations in-process, and records it in the tool's history as
+    /// the contract server would.
+    pub async fn run<T>(
+        &self,
+        operation: Operation,
+        work: impl Future<Output = Result<T, ToolFailure>>,
+    ) -> Result<T, ToolFailure> {
+        let execution = self.execution(operation);
+        let outcome = work.await;
+        match &outcome {
+            Ok(_) => execution.end(Outcome::Ok, None),
+            Err(failure) => execution.end(Outcome::Failed, Some(&failure.message)),
+        }
+        .write();
+        outcome
+    }
+
+    fn execution(&self, operation: Operation) -> Execution {
+        let call = &self.call;
+        Execution::begin(self.identity.clone(), operation, Some(&call.tool_call_id), call.trace_id.as_deref())
     }
 
     /// Records the checkpoint `prepare` returned: the call is PREPARED until the next gate.

@@ -26,6 +26,6 @@ pub use confirm::{ConfirmRequest, ResumeRequest, confirm, resume};
 pub use create::{CreateRequest, create};
 pub use drive::{DriveRequest, drive};
 pub use modify::{ModifyRequest, modify};
-pub use status::{session_context, status};
+pub use status::{context, session_context, session_id, status};
 pub use sweep::{SweepReport, sweep};
-pub use tools::list_tools;
+pub use tools::{ExecutionsQuery, describe_tools, list_tools, tool_executions, tool_stats};

@@ -42,7 +42,7 @@ pub async fn modify(db: &Connection, id: &ToolCallId, request: ModifyRequest) ->
     let Value::Object(patched) = patched else {
         return Err(ApiError::internal().with_detail("a merge patch of an object gave a non-object"));
     };
-    let validated = Config::tool(&call.tool)?
+    let validated = Config::tool(&call.function_name, &call.tool)?
         .validate(&ToolRequest { parameters: patched, attempt: 1, ..tool_request(&call) })
         .await
         .map_err(|e| tool_error(e, &call.function_name))?;

@@ -1,10 +1,12 @@
-//! `GET /voice-tools/status/:id` (with an optional long-poll) and `GET /get-session-context`.
+//! The reads: `GET /voice-tools/status/:id` (with an optional long-poll),
+//! `GET /voice-tools/context/:session` and `GET /get-session-context`.
 
 use std::time::{Duration, Instant};
 
 use gatehouse_domain::{ApiError, SessionId, Status, ToolCallId};
 use gatehouse_http::Reply;
-use gatehouse_store::Connection;
+use gatehouse_store::ContextView;
+use serde::Serialize;
 use serde_json::json;
 
 use crate::rejection;
@@ -31,9 +33,33 @@ pub async fn status(id: &ToolCallId, wait: Option<Duration>) -> Result<Reply, Ap
     }
 }
 
+/// A session id from the client, or the one error every route gives for a bad one.
+pub fn session_id(raw: &str) -> Result<SessionId, ApiError> {
+    SessionId::parse(raw)
+        .map_err(|e| ApiError::invalid_input("The session id is not valid.").with_field("session_id", e.to_string()))
+}
+
+#[derive(Serialize)]
+struct ContextResponse<'a> {
+    session_id: &'a SessionId,
+    #[serde(flatten)]
+    view: ContextView,
+}
+
+/// What the agent needs to know about a session: its open calls and its last settled ones.
+pub fn context(session_id: &str) -> Result<Reply, ApiError> {
+    let session_id = &self::session_id(session_id)?;
+    let view = gatehouse_store::session_context_view(&gatehouse_http::open_db()?, session_id)?;
+    Ok(gatehouse_http::json_response(200, &ContextResponse { session_id, view }).into())
+}
+
 /// A stored session context value; an expired one is absent.
-pub fn session_context(db: &Connection, session_id: &SessionId, key: &str) -> Result<Reply, ApiError> {
-    match gatehouse_store::session_context_get(db, session_id.as_str(), key)? {
+pub fn session_context(session_id: &str, key: &str) -> Result<Reply, ApiError> {
+    if key.is_empty() {
+        return Err(ApiError::invalid_input("Say which context to read.").with_field("context_key", "is required"));
+    }
+    let session_id = self::session_id(session_id)?;
+    match gatehouse_store::session_context_get(&gatehouse_http::open_db()?, session_id.as_str(), key)? {
         Some(context) => Ok(gatehouse_http::json_response(200, &json!({"context": context})).into()),
         None => Err(ApiError::not_found("Not found or expired")),
     }

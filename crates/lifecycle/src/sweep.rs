@@ -38,7 +38,8 @@ pub async fn sweep(db: &Connection) -> Result<Reply, ApiError> {
 async fn follow_up(expired: Vec<ExpiredCall>, failed: Vec<ToolCall>, claims: Vec<Claim>, lease_seconds: f64) {
     // Re-drives first and side by side: they are the work a caller is waiting for.
     let drives = claims.into_iter().map(|claim| {
-        hand_to_executor(DriveRequest { tool_call_id: claim.tool_call_id, lease_owner: claim.lease_owner }, lease_seconds)
+        let drive = DriveRequest { tool_call_id: claim.tool_call_id, lease_owner: claim.lease_owner };
+        hand_to_executor(drive, claim.trace_id, lease_seconds)
     });
     futures::future::join_all(drives).await;
     for ExpiredCall { call, was_prepared } in expired {

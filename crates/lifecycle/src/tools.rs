@@ -1,30 +1,120 @@
-//! `GET /voice-tools/tools`: every registered tool, as it describes itself.
+//! The tool registry as clients see it: `GET /voice-tools/tools`, and each tool's execution
+//! history and stats (SPEC §8).
 
-use gatehouse_domain::ApiError;
+use gatehouse_domain::contract::ToolDescription;
+use gatehouse_domain::{ApiError, ErrorCode};
 use gatehouse_http::Reply;
+use gatehouse_store::{ExecutionCursor, ExecutionFilter};
+use gatehouse_tool::RegistryEntry;
+use gatehouse_tool::history::Outcome;
 use serde_json::{Value, json};
 
 use crate::Config;
 
+/// How many executions a page holds unless the client says otherwise, and at most.
+const DEFAULT_PAGE: u32 = 50;
+const MAX_PAGE: u32 = 200;
+/// The stats window unless the client names one.
+const DEFAULT_WINDOW: &str = "24h";
+
 pub async fn list_tools() -> Result<Reply, ApiError> {
-    let registry = Config::registry()?;
-    let mut tools = Vec::new();
-    for entry in registry.entries() {
-        let tool = Config::tool(&entry.component)?;
-        let described = match tool.describe().await {
-            Ok(description) => {
+    let tools: Vec<Value> = describe_tools().await?.into_iter().map(|(entry, described)| {
+        match described {
+            Some(description) => {
                 let mut value = serde_json::to_value(&description).unwrap_or(Value::Null);
                 value["component"] = json!(entry.component);
                 value["available"] = json!(true);
                 value
             }
-            // One tool being down must not hide the others.
+            None => json!({"name": entry.name, "aliases": entry.aliases, "component": entry.component, "available": false}),
+        }
+    }).collect();
+    Ok(gatehouse_http::json_response(200, &json!({"tools": tools})).into())
+}
+
+/// Every registered tool as it describes itself; `None` for one that could not be reached,
+/// since one tool being down must not hide the others.
+pub async fn describe_tools() -> Result<Vec<(RegistryEntry, Option<ToolDescription>)>, ApiError> {
+    let registry = Config::registry()?;
+    let mut tools = Vec::new();
+    for entry in registry.entries() {
+        let described = match Config::tool(&entry.name, &entry.component)?.describe().await {
+            Ok(description) => Some(description),
             Err(e) => {
                 gatehouse_http::log_line("warn", &format!("describing {}: {e}", entry.component));
-                json!({"name": entry.name, "aliases": entry.aliases, "component": entry.component, "available": false})
+                None
             }
         };
-        tools.push(described);
+        tools.push((entry.clone(), described));
     }
-    Ok(gatehouse_http::json_response(200, &json!({"tools": tools})).into())
+    Ok(tools)
+}
+
+/// What `GET /voice-tools/tools/:name/executions` may be asked.
+#[derive(Debug, Clone, Default)]
+pub struct ExecutionsQuery {
+    pub limit: Option<String>,
+    pub outcome: Option<String>,
+    pub since: Option<String>,
+    pub cursor: Option<String>,
+}
+
+/// One page of a tool's executions, newest first.
+pub fn tool_executions(name: &str, query: &ExecutionsQuery) -> Result<Reply, ApiError> {
+    let tool = registered(name)?;
+    let limit = match query.limit.as_deref() {
+        None => DEFAULT_PAGE,
+        Some(text) => text.parse().ok().filter(|n| (1..=MAX_PAGE).contains(n)).ok_or_else(|| {
+            invalid("limit", &format!("must be a whole number from 1 to {MAX_PAGE}"))
+        })?,
+    };
+    let outcome = match query.outcome.as_deref() {
+        None => None,
+        Some(text) => Some(Outcome::parse(text).ok_or_else(|| {
+            let known: Vec<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
+            invalid("outcome", &format!("must be one of: {}", known.join(", ")))
+        })?),
+    };
+    if let Some(since) = query.since.as_deref().filter(|s| !gatehouse_domain::is_rfc3339(s)) {
+        return Err(invalid("since", &format!("{since:?} is not an RFC 3339 timestamp such as 2026-11-22T09:30:00Z")));
+    }
+    let after = match query.cursor.as_deref() {
+        None => None,
+        Some(text) => Some(ExecutionCursor::parse(text).ok_or_else(|| invalid("cursor", "is not a cursor this route gave out"))?),
+    };
+    let filter = ExecutionFilter {
+        tool: &tool.name,
+        outcome: outcome.map(Outcome::as_str),
+        since: query.since.as_deref(),
+        after,
+        limit,
+    };
+    let mut page = gatehouse_store::tool_executions(&gatehouse_http::open_db()?, &filter)?;
+    page["tool"] = json!(tool.name);
+    Ok(gatehouse_http::json_response(200, &page).into())
+}
+
+/// A tool's stats over `window` (`24h` unless given): executions, outcomes, success rate,
+/// p50/p95 duration, per operation, and its last error.
+pub fn tool_stats(name: &str, window: Option<&str>) -> Result<Reply, ApiError> {
+    let tool = registered(name)?;
+    let window = window.unwrap_or(DEFAULT_WINDOW);
+    let seconds = gatehouse_domain::parse_window(window)
+        .ok_or_else(|| invalid("window", "must be a span such as 90s, 15m, 24h or 7d, at most 366d"))?;
+    let mut stats = gatehouse_store::tool_stats(&gatehouse_http::open_db()?, &tool.name, seconds)?;
+    stats["tool"] = json!(tool.name);
+    stats["window"] = json!(window);
+    Ok(gatehouse_http::json_response(200, &stats).into())
+}
+
+/// The registry entry for a tool's name or alias; the history is kept under its name.
+fn registered(name: &str) -> Result<RegistryEntry, ApiError> {
+    let registry = Config::registry()?;
+    registry.resolve(name).cloned().ok_or_else(|| {
+        ApiError::new(ErrorCode::NotFound, format!("I don't have a tool called {name}."))
+    })
+}
+
+fn invalid(field: &str, problem: &str) -> ApiError {
+    ApiError::invalid_input(format!("The {field} parameter is not valid.")).with_field(field, problem)
 }

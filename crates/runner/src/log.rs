@@ -47,7 +47,9 @@ pub fn error(msg: &str, fields: Value) {
 }
 
 /// A guest's stdout or stderr: each line it writes becomes a log line tagged with the component.
-/// A guest line that is already a JSON object is kept as structured fields.
+/// A guest line that is already a JSON object becomes the line itself: its fields stay at the
+/// top level beside `ts`, its `level` and `message` are the line's, and `component` is the id
+/// the application gives the component.
 #[derive(Clone)]
 pub struct GuestOutput {
     component: std::sync::Arc<str>,
@@ -65,16 +67,22 @@ impl GuestOutput {
         if text.is_empty() {
             return;
         }
-        let level = if self.stream == "stderr" { "warn" } else { "info" };
-        let mut fields = json!({"component": &*self.component, "stream": self.stream});
+        let default_level = if self.stream == "stderr" { "warn" } else { "info" };
         match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(guest)) => {
-                if let Value::Object(f) = &mut fields {
-                    f.insert("guest".into(), Value::Object(guest));
-                }
-                event(level, "guest log", fields);
+            Ok(Value::Object(mut guest)) => {
+                let level = match guest.remove("level") {
+                    Some(Value::String(level)) => level,
+                    _ => default_level.to_owned(),
+                };
+                let message = match guest.remove("message").or_else(|| guest.remove("msg")) {
+                    Some(Value::String(message)) => message,
+                    _ => "guest log".to_owned(),
+                };
+                guest.insert("component".into(), json!(&*self.component));
+                guest.insert("stream".into(), json!(self.stream));
+                event(&level, &message, Value::Object(guest));
             }
-            _ => event(level, text, fields),
+            _ => event(default_level, text, json!({"component": &*self.component, "stream": self.stream})),
         }
     }
 }

@@ -100,6 +100,7 @@ pub struct ParameterChange {
 pub struct Claim {
     pub tool_call_id: ToolCallId,
     pub lease_owner: String,
+    pub trace_id: Option<String>,
 }
 
 /// An expired call, and whether it had reached the checkpoint (so the tool must discard).

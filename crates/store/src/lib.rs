@@ -12,6 +12,7 @@ mod context;
 mod credentials;
 mod error;
 mod health;
+mod history;
 mod records;
 mod rows;
 
@@ -24,9 +25,9 @@ pub use credentials::{cache_credential, cached_credential, forget_credential};
 pub use context::{CallSummary, ContextView, PendingCall, session_context_view};
 pub use error::StoreError;
 pub use health::ping;
+pub use history::{ExecutionCursor, ExecutionFilter, ToolExecution, record_tool_execution, tool_executions, tool_stats};
 pub use records::{
-    CallbackAttempt, ToolExecution, purge_expired_session_context, record_callback_attempt, record_tool_execution,
-    session_context_get, session_context_put,
+    CallbackAttempt, purge_expired_session_context, record_callback_attempt, session_context_get, session_context_put,
 };
 
 pub use spin_sdk::pg4::Connection;

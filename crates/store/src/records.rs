@@ -1,46 +1,9 @@
-//! Append-only audit rows: tool executions and callback delivery attempts, and the
-//! session context tools leave behind.
+//! Append-only callback delivery attempts, and the session context tools leave behind.
 
 use serde_json::Value;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
-
-/// One operation a tool component performed (SPEC §3 `tool_executions`).
-#[derive(Debug, Clone)]
-pub struct ToolExecution<'a> {
-    pub tool: &'a str,
-    pub component: &'a str,
-    pub component_version: &'a str,
-    pub operation: &'a str,
-    pub tool_call_id: Option<&'a str>,
-    /// Unix seconds, with fractions.
-    pub started_at: f64,
-    pub duration_ms: f64,
-    /// `ok`, `rejected`, `failed` or `crashed`.
-    pub outcome: &'a str,
-    pub error: Option<&'a str>,
-}
-
-pub fn record_tool_execution(db: &Connection, row: &ToolExecution<'_>) -> Result<(), StoreError> {
-    db.execute(
-        "INSERT INTO tool_executions (tool, component, component_version, operation, tool_call_id,
-                                      started_at, duration_ms, outcome, error)
-         VALUES ($1, $2, $3, $4, $5, to_timestamp($6), $7, $8, $9)",
-        &[
-            ParameterValue::Str(row.tool.to_owned()),
-            ParameterValue::Str(row.component.to_owned()),
-            ParameterValue::Str(row.component_version.to_owned()),
-            ParameterValue::Str(row.operation.to_owned()),
-            row.tool_call_id.map_or(ParameterValue::DbNull, |id| ParameterValue::Str(id.to_owned())),
-            ParameterValue::Floating64(row.started_at),
-            ParameterValue::Floating64(row.duration_ms),
-            ParameterValue::Str(row.outcome.to_owned()),
-            row.error.map_or(ParameterValue::DbNull, |e| ParameterValue::Str(e.to_owned())),
-        ],
-    )?;
-    Ok(())
-}
 
 /// One attempt to deliver a callback.
 #[derive(Debug, Clone)]

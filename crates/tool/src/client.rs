@@ -6,6 +6,8 @@ use gatehouse_domain::contract::{
 use gatehouse_http::Method;
 use serde::de::DeserializeOwned;
 
+use crate::history::{Execution, Outcome, ToolIdentity};
+
 /// How a contract call went wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ToolError {
@@ -21,13 +23,21 @@ pub enum ToolError {
 /// The tool contract, spoken to one tool component through service chaining.
 #[derive(Debug, Clone)]
 pub struct ToolClient {
+    /// The tool's function name, for the history rows written on its behalf.
+    tool: String,
     component: String,
     timeout: Duration,
 }
 
 impl ToolClient {
-    pub fn new(component: impl Into<String>, timeout: Duration) -> ToolClient {
-        ToolClient { component: component.into(), timeout }
+    pub fn new(tool: impl Into<String>, component: impl Into<String>, timeout: Duration) -> ToolClient {
+        ToolClient { tool: tool.into(), component: component.into(), timeout }
+    }
+
+    /// Who the history rows written on the tool's behalf name. The version is the one the
+    /// component last reported itself.
+    pub fn identity(&self) -> ToolIdentity {
+        ToolIdentity { tool: self.tool.clone(), component: self.component.clone(), version: None }
     }
 
     pub fn component(&self) -> &str {
@@ -59,6 +69,19 @@ impl ToolClient {
     }
 
     async fn call<T: DeserializeOwned>(&self, op: Operation, request: Option<&ToolRequest>) -> Result<T, ToolError> {
+        let execution = request.map(|r| {
+            Execution::begin(self.identity(), op, r.tool_call_id.as_ref(), r.trace_id.as_deref())
+        });
+        let outcome = self.exchange(op, request).await;
+        // A tool that answered wrote its own row; one that crashed could not, so it is
+        // written here, or the history would hide exactly the executions that went wrong.
+        if let (Err(ToolError::Crashed(detail)), Some(execution)) = (&outcome, execution) {
+            execution.end(Outcome::Crashed, Some(detail)).write();
+        }
+        outcome
+    }
+
+    async fn exchange<T: DeserializeOwned>(&self, op: Operation, request: Option<&ToolRequest>) -> Result<T, ToolError> {
         let url = format!("http://{}.spin.internal{}", self.component, op.path());
         let (method, body) = match request {
             Some(request) => (

@@ -3,15 +3,16 @@
 //! [`ToolClient`] is what the lifecycle components use to reach a tool by its component id;
 //! [`Tool`] and [`serve_tool`] are what a tool component implements and runs. The server side
 //! writes one `tool_executions` row per operation after it has answered, so the history never
-//! slows or fails the call it records.
+//! slows or fails the call it records; [`history`] is the one place such a row is made.
 
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
 mod client;
+pub mod history;
 mod registry;
 mod server;
 
 pub use client::{ToolClient, ToolError};
 pub use registry::{RegistryEntry, ToolRegistry};
-pub use server::{Tool, ToolFailure, serve_tool, serve_tool_with_route};
+pub use server::{Tool, ToolFailure, describe_as, identity, serve_tool, serve_tool_with_route};

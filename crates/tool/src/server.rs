@@ -1,11 +1,11 @@
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
 use gatehouse_domain::contract::{
     Checkpoint, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
 };
 use gatehouse_domain::{ApiError, FieldProblem, SessionId};
-use gatehouse_http::{IncomingRequest, Reply, Request, ResponseOutparam};
+use gatehouse_http::{Component, IncomingRequest, Reply, Request, ResponseOutparam};
 use serde_json::{Map, Value};
+
+use crate::history::{Execution, Outcome, ToolIdentity};
 
 /// A failure the tool reports as a definitive answer: the call becomes FAILED with this
 /// sentence, which the agent can speak.
@@ -23,6 +23,7 @@ impl ToolFailure {
 /// What a tool component implements. The lifecycle reaches it only through these operations.
 #[allow(async_fn_in_trait)] // components are single-threaded; no Send bound is wanted
 pub trait Tool {
+    /// What the tool is; `version` is left empty, since the server fills in the component's.
     fn describe(&self) -> ToolDescription;
     /// The normalized parameters, or every problem found.
     fn validate(&self, parameters: Map<String, Value>) -> Result<Map<String, Value>, Vec<FieldProblem>>;
@@ -41,9 +42,30 @@ pub trait Tool {
     async fn discard(&self, request: &ToolRequest) -> Result<(), ToolFailure>;
 }
 
+/// Declares a tool component's Spin entry point: the contract for `$tool`, and optionally a
+/// public route of its own (a gated direct flow) served by `$handler`.
+#[macro_export]
+macro_rules! tool_component {
+    ($tool:expr) => {
+        #[::spin_sdk::http_component]
+        async fn entry(req: ::gatehouse_http::IncomingRequest, out: ::gatehouse_http::ResponseOutparam) {
+            $crate::serve_tool(::gatehouse_http::this_component!(), req, out, &$tool).await
+        }
+    };
+    ($tool:expr, $path:literal => $handler:path) => {
+        #[::spin_sdk::http_component]
+        async fn entry(req: ::gatehouse_http::IncomingRequest, out: ::gatehouse_http::ResponseOutparam) {
+            let component = ::gatehouse_http::this_component!();
+            $crate::serve_tool_with_route(component, req, out, &$tool, $path, $handler).await
+        }
+    };
+}
+
 /// Serves a tool component that also has a public route of its own (a gated direct flow):
-/// requests for `public_path` go to `handler`, everything else to the contract.
+/// requests for `public_path` go to `handler`, which is told the component it runs in,
+/// everything else to the contract.
 pub async fn serve_tool_with_route<T, F, Fut>(
+    component: Component,
     req: IncomingRequest,
     out: ResponseOutparam,
     tool: &T,
@@ -51,23 +73,37 @@ pub async fn serve_tool_with_route<T, F, Fut>(
     handler: F,
 ) where
     T: Tool,
-    F: FnOnce(Request) -> Fut,
+    F: FnOnce(Component, Request) -> Fut,
     Fut: std::future::Future<Output = Result<Reply, ApiError>>,
 {
     if req.path_with_query().is_some_and(|path| path.split('?').next() == Some(public_path)) {
-        gatehouse_http::serve(req, out, handler).await
+        gatehouse_http::serve(component, req, out, |req| handler(component, req)).await
     } else {
-        serve_tool(req, out, tool).await
+        serve_tool(component, req, out, tool).await
     }
 }
 
 /// Serves the contract at `/tool/<operation>` (any other path is a 404), then records the
 /// operation in `tool_executions`.
-pub async fn serve_tool<T: Tool>(req: IncomingRequest, out: ResponseOutparam, tool: &T) {
-    gatehouse_http::serve(req, out, |req| handle(req, tool)).await
+pub async fn serve_tool<T: Tool>(component: Component, req: IncomingRequest, out: ResponseOutparam, tool: &T) {
+    gatehouse_http::serve(component, req, out, |req| handle(req, component, tool)).await
 }
 
-async fn handle<T: Tool>(req: Request, tool: &T) -> Result<Reply, ApiError> {
+/// The tool as this component describes it, with the component's own version.
+pub fn describe_as<T: Tool>(tool: &T, component: Component) -> ToolDescription {
+    ToolDescription { version: component.version.to_owned(), ..tool.describe() }
+}
+
+/// Who writes a row for work this component does itself.
+pub fn identity<T: Tool>(tool: &T, component: Component) -> ToolIdentity {
+    ToolIdentity {
+        tool: tool.describe().name,
+        component: component.name.to_owned(),
+        version: Some(component.version.to_owned()),
+    }
+}
+
+async fn handle<T: Tool>(req: Request, component: Component, tool: &T) -> Result<Reply, ApiError> {
     let path = req.path().to_owned();
     let op = path
         .rsplit('/')
@@ -75,38 +111,23 @@ async fn handle<T: Tool>(req: Request, tool: &T) -> Result<Reply, ApiError> {
         .and_then(Operation::parse)
         .filter(|_| path.contains("/tool/"))
         .ok_or_else(|| ApiError::not_found("This tool has no such operation."))?;
-    let description = tool.describe();
     if op == Operation::Describe {
-        return Ok(gatehouse_http::json_response(200, &description).into());
+        return Ok(gatehouse_http::json_response(200, &describe_as(tool, component)).into());
     }
     gatehouse_http::require_method(&req, gatehouse_http::Method::Post)?;
     let request: ToolRequest = gatehouse_http::read_json(&req)?;
 
-    let started_at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default();
-    let clock = Instant::now();
-    let outcome = run(tool, op, &request).await;
-    let duration_ms = clock.elapsed().as_secs_f64() * 1000.0;
-
-    let (response, outcome_name, error) = match outcome {
-        Ok(body) => (gatehouse_http::json_response(200, &body), "ok", None),
+    let identity = ToolIdentity { component: component_id(&req, component), ..identity(tool, component) };
+    let execution = Execution::begin(identity, op, request.tool_call_id.as_ref(), request.trace_id.as_deref());
+    let (response, finished) = match run(tool, op, &request).await {
+        Ok(body) => (gatehouse_http::json_response(200, &body), execution.end(Outcome::Ok, None)),
         Err(refusal) => {
-            let name = if op == Operation::Validate { "rejected" } else { "failed" };
-            let error = Some(refusal.error.clone());
-            (gatehouse_http::json_response(422, &refusal), name, error)
+            let outcome = if op == Operation::Validate { Outcome::Rejected } else { Outcome::Failed };
+            let finished = execution.end(outcome, Some(&refusal.error));
+            (gatehouse_http::json_response(422, &refusal), finished)
         }
     };
-    let record = Record {
-        tool: description.name,
-        component: component_id(&req),
-        version: description.version,
-        op,
-        tool_call_id: request.tool_call_id.map(String::from),
-        started_at,
-        duration_ms,
-        outcome: outcome_name,
-        error,
-    };
-    Ok(Reply::from(response).then(async move { record.write() }))
+    Ok(Reply::from(response).then(async move { finished.write() }))
 }
 
 async fn run<T: Tool>(tool: &T, op: Operation, request: &ToolRequest) -> Result<Value, ToolRefusal> {
@@ -137,52 +158,15 @@ async fn run<T: Tool>(tool: &T, op: Operation, request: &ToolRequest) -> Result<
     }
 }
 
-/// The component id: the contract is only reachable through service chaining, so the host
-/// of the request is `<component id>.spin.internal`.
-fn component_id(req: &Request) -> String {
-    gatehouse_http::header(req, "spin-full-url").and_then(host_component).unwrap_or_else(|| "unknown".into())
+/// The component id as the application knows it: the contract is reached only through
+/// service chaining, so the request's host is `<component id>.spin.internal`.
+fn component_id(req: &Request, component: Component) -> String {
+    gatehouse_http::header(req, "spin-full-url")
+        .and_then(host_component)
+        .unwrap_or_else(|| component.name.to_owned())
 }
 
 fn host_component(url: &str) -> Option<String> {
     let host = url.split("://").nth(1)?.split(['/', ':']).next()?;
     host.strip_suffix(".spin.internal").map(str::to_owned)
-}
-
-struct Record {
-    tool: String,
-    component: String,
-    version: String,
-    op: Operation,
-    tool_call_id: Option<String>,
-    started_at: f64,
-    duration_ms: f64,
-    outcome: &'static str,
-    error: Option<String>,
-}
-
-impl Record {
-    /// Runs after the answer has gone out. A failure here is logged and goes no further:
-    /// the history must never fail the call it records.
-    fn write(self) {
-        let written = gatehouse_http::open_db().and_then(|db| {
-            gatehouse_store::record_tool_execution(
-                &db,
-                &gatehouse_store::ToolExecution {
-                    tool: &self.tool,
-                    component: &self.component,
-                    component_version: &self.version,
-                    operation: self.op.as_str(),
-                    tool_call_id: self.tool_call_id.as_deref(),
-                    started_at: self.started_at,
-                    duration_ms: self.duration_ms,
-                    outcome: self.outcome,
-                    error: self.error.as_deref(),
-                },
-            )
-            .map_err(ApiError::from)
-        });
-        if let Err(error) = written {
-            gatehouse_http::log_line("warn", &format!("recording a tool execution: {}", error.detail.unwrap_or(error.message)));
-        }
-    }
 }

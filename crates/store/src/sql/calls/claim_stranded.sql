@@ -16,7 +16,8 @@ changed AS (
       FROM stranded
      WHERE c.tool_call_id = stranded.tool_call_id
        AND c.status = 'EXECUTING' AND c.lease_until < now() AND c.attempts < $2
-    RETURNING c.tool_call_id, c.lease_owner
+    RETURNING c.tool_call_id, c.lease_owner, c.trace_id
 )
-SELECT COALESCE(jsonb_agg(jsonb_build_object('tool_call_id', tool_call_id, 'lease_owner', lease_owner)), '[]'::jsonb)
+SELECT COALESCE(jsonb_agg(jsonb_build_object('tool_call_id', tool_call_id, 'lease_owner', lease_owner,
+                                             'trace_id', trace_id)), '[]'::jsonb)
   FROM changed

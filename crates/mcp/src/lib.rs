@@ -1,0 +1,116 @@
+//! `POST /mcp`: the lifecycle as MCP tools (SPEC §9), over the Streamable HTTP transport and
+//! without sessions. Every POST carries one JSON-RPC message and gets a plain JSON answer;
+//! there is no server-initiated stream, so GET and DELETE answer 405 as the transport allows.
+//!
+//! The tools call the same lifecycle functions as the REST routes ([`tools`]), behind the
+//! same bearer token.
+
+// ApiError is a few pointers wide; it only travels the failure path.
+#![allow(clippy::result_large_err)]
+
+mod jsonrpc;
+mod protocol;
+mod tools;
+
+use gatehouse_domain::{ApiError, ErrorCode};
+use gatehouse_http::{Component, Method, Reply, Request};
+use serde_json::Value;
+
+use crate::jsonrpc::{INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, RpcError};
+
+pub use protocol::SUPPORTED_VERSIONS;
+
+pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiError> {
+    gatehouse_http::require_bearer(&req)?;
+    check_origin(&req)?;
+    if *req.method() != Method::Post {
+        return Err(ApiError::method_not_allowed("POST"));
+    }
+    if !protocol::header_supported(gatehouse_http::header(&req, "mcp-protocol-version")) {
+        let supported = protocol::SUPPORTED_VERSIONS.join(", ");
+        let error = RpcError::new(INVALID_REQUEST, format!("Unsupported MCP-Protocol-Version; this server speaks {supported}."));
+        return Ok(rpc_answer(400, &jsonrpc::error(&Value::Null, &error)));
+    }
+    let body: Value = match gatehouse_http::read_json(&req) {
+        Ok(body) => body,
+        // Not JSON at all is the transport's business (JSON-RPC's parse error); a wrong media
+        // type or size keeps its HTTP answer.
+        Err(error) if error.code == ErrorCode::InvalidInput => {
+            let error = RpcError::new(PARSE_ERROR, "The body is not a JSON-RPC message.");
+            return Ok(rpc_answer(400, &jsonrpc::error(&Value::Null, &error)));
+        }
+        Err(error) => return Err(error),
+    };
+    match jsonrpc::classify(body) {
+        Ok(Message::NoReply) => Ok(accepted()),
+        Ok(Message::Request { id, method, params }) => Ok(answer(component, &id, &method, &params).await),
+        Err((id, error)) => Ok(rpc_answer(400, &jsonrpc::error(&id, &error))),
+    }
+}
+
+async fn answer(component: Component, id: &Value, method: &str, params: &Value) -> Reply {
+    let outcome = match method {
+        "initialize" => Ok((protocol::initialize_result(params, component.version), None)),
+        "ping" => Ok((serde_json::json!({}), None)),
+        "tools/list" => tools::list().await.map(|list| (list, None)).map_err(internal),
+        "tools/call" => tools::call(params).await,
+        other => Err(RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {other}"))),
+    };
+    match outcome {
+        Ok((result, after)) => {
+            let reply = rpc_answer(200, &jsonrpc::result(id, result));
+            match after {
+                Some(work) => reply.then(work),
+                None => reply,
+            }
+        }
+        Err(error) => rpc_answer(200, &jsonrpc::error(id, &error)),
+    }
+}
+
+/// A failure that is neither the client's nor a tool's (the registry could not be read, say):
+/// JSON-RPC's internal error, with the route's own sentence.
+fn internal(error: ApiError) -> RpcError {
+    gatehouse_http::log_error(&error);
+    RpcError::new(-32603, error.message)
+}
+
+fn rpc_answer(status: u16, message: &Value) -> Reply {
+    gatehouse_http::json_response(status, message).into()
+}
+
+/// A notification or a response from the client: 202 with no body.
+fn accepted() -> Reply {
+    gatehouse_http::Response::builder().status(202).body(Vec::new()).build().into()
+}
+
+/// DNS rebinding: a browser page must not reach this endpoint from another origin. A request
+/// with an `Origin` is accepted only from the server's own scheme, host and port.
+fn check_origin(req: &Request) -> Result<(), ApiError> {
+    let Some(origin) = gatehouse_http::header(req, "origin") else { return Ok(()) };
+    let own = gatehouse_http::header(req, "spin-full-url").and_then(origin_of);
+    if own.is_some_and(|own| own.eq_ignore_ascii_case(origin.trim_end_matches('/'))) {
+        return Ok(());
+    }
+    Err(ApiError::new(ErrorCode::Forbidden, "Requests from that origin are not allowed."))
+}
+
+/// `scheme://host[:port]` of a URL.
+fn origin_of(url: &str) -> Option<&str> {
+    let after_scheme = url.find("://")? + 3;
+    let end = url[after_scheme..].find('/').map_or(url.len(), |i| after_scheme + i);
+    Some(&url[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_are_scheme_host_and_port() {
+        assert_eq!(origin_of("http://127.0.0.1:3000/mcp"), Some("http://127.0.0.1:3000"));
+        assert_eq!(origin_of("https://gatehouse.example.com/mcp?x=1"), Some("https://gatehouse.example.com"));
+        assert_eq!(origin_of("http://host"), Some("http://host"));
+        assert_eq!(origin_of("not a url"), None);
+    }
+}

@@ -1,0 +1,286 @@
+//! The lifecycle operations as MCP tools. Each one takes its arguments apart and calls the
+//! very function its REST route calls; the answer the route would send becomes the result.
+
+use std::time::Duration;
+
+use gatehouse_domain::contract::ToolDescription;
+use gatehouse_domain::{ApiError, MAX_WAIT, ToolCallId};
+use gatehouse_http::{AfterResponse, Reply};
+use gatehouse_lifecycle::{CancelRequest, ConfirmRequest, CreateRequest, ModifyRequest, ResumeRequest};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use crate::jsonrpc::{INVALID_PARAMS, RpcError};
+
+const TOOL_CALL_ID: &str = "The tool_call_id that request_tool answered (tc_ and 12 hex digits).";
+const WAIT: &str = "Seconds (at most 30) to wait for the call to settle before answering, like Prefer: wait=N.";
+
+/// `tools/list`: the eight operations. `request_tool` describes every registered tool's
+/// parameters, as the tools describe themselves.
+pub async fn list() -> Result<Value, ApiError> {
+    let tools: Vec<ToolDescription> =
+        gatehouse_lifecycle::describe_tools().await?.into_iter().filter_map(|(_, described)| described).collect();
+    let call_id = json!({"type": "string", "pattern": "^tc_[0-9a-f]{12}$", "description": TOOL_CALL_ID});
+    let wait = json!({"type": "number", "minimum": 0, "maximum": MAX_WAIT.as_secs(), "description": WAIT});
+    let reason = json!({"type": "string", "description": "Why, in the caller's words; kept in the history."});
+    let session = json!({"type": "string", "description": "The voice session (conversation) id."});
+    let read_only = json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false});
+    let tools = json!([
+        {
+            "name": "request_tool",
+            "title": "Request a tool call",
+            "description": request_description(&tools),
+            "inputSchema": request_schema(&tools, &session),
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "openWorldHint": false},
+        },
+        {
+            "name": "modify_tool",
+            "title": "Correct a pending tool call",
+            "description": "Changes parameters of a PENDING call with a JSON merge patch (null removes a field); \
+                the tool validates the result again. Answers the new sentence to read back.",
+            "inputSchema": object(json!({
+                "tool_call_id": call_id,
+                "parameters": {"type": "object", "description": "The fields to change, e.g. {\"to\": \"john.smith@gmail.com\"}."},
+                "reason": reason,
+            }), &["tool_call_id", "parameters"]),
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
+        },
+        {
+            "name": "confirm_tool",
+            "title": "Run a pending tool call",
+            "description": "The caller said yes: PENDING becomes EXECUTING and the call runs in the background, \
+                up to its checkpoint. Answers at once, or with the state reached within wait_seconds.",
+            "inputSchema": object(json!({
+                "tool_call_id": call_id,
+                "callback_url": {"type": "string", "description": "Where progress, checkpoint and completion callbacks go."},
+                "wait_seconds": wait,
+            }), &["tool_call_id"]),
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
+        },
+        {
+            "name": "cancel_tool",
+            "title": "Cancel a tool call",
+            "description": "Cancels a PENDING or PREPARED call, or an EXECUTING one whose irreversible step has not \
+                started; once it has, the answer says it is too late.",
+            "inputSchema": object(json!({"tool_call_id": call_id, "reason": reason}), &["tool_call_id"]),
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
+        },
+        {
+            "name": "resume_tool",
+            "title": "Decide at the checkpoint",
+            "description": "At the checkpoint (PREPARED): proceed runs the irreversible step, cancel drops the call \
+                and discards what was prepared.",
+            "inputSchema": object(json!({
+                "tool_call_id": call_id,
+                "action": {"type": "string", "enum": ["proceed", "cancel"]},
+                "reason": reason,
+                "wait_seconds": wait,
+            }), &["tool_call_id", "action"]),
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
+        },
+        {
+            "name": "get_status",
+            "title": "Get a tool call",
+            "description": "One call in full: status, parameters, result, voice_response and both histories.",
+            "inputSchema": object(json!({"tool_call_id": call_id, "wait_seconds": wait}), &["tool_call_id"]),
+            "annotations": read_only,
+        },
+        {
+            "name": "get_context",
+            "title": "Get the session's calls",
+            "description": "The session's open calls (pending) and its last 10 settled calls (recent), newest first.",
+            "inputSchema": object(json!({"session_id": session}), &["session_id"]),
+            "annotations": read_only,
+        },
+        {
+            "name": "get_session_context",
+            "title": "Get stored session context",
+            "description": "What a tool stored for the session, e.g. last_query_results after a search.",
+            "inputSchema": object(json!({
+                "session_id": session,
+                "context_key": {"type": "string", "description": "e.g. last_query_results"},
+            }), &["session_id", "context_key"]),
+            "annotations": read_only,
+        },
+    ]);
+    Ok(json!({"tools": tools}))
+}
+
+fn object(properties: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+}
+
+fn request_description(tools: &[ToolDescription]) -> String {
+    let mut text = String::from(
+        "Records a tool call as PENDING and answers the sentence to read back to the caller for confirmation; \
+         nothing runs until confirm_tool. Tools:",
+    );
+    for tool in tools {
+        let checkpoint = if tool.needs_checkpoint { " Stops at a checkpoint before its irreversible step." } else { "" };
+        text.push_str(&format!("\n- {}: {}{checkpoint}", tool.name, tool.description));
+    }
+    text
+}
+
+/// `function_name` is one of the registered names or aliases, and `parameters` must match
+/// that tool's own schema.
+fn request_schema(tools: &[ToolDescription], session: &Value) -> Value {
+    let names: Vec<&str> =
+        tools.iter().flat_map(|t| std::iter::once(t.name.as_str()).chain(t.aliases.iter().map(String::as_str))).collect();
+    let per_tool: Vec<Value> = tools
+        .iter()
+        .map(|tool| {
+            let names: Vec<&str> = std::iter::once(tool.name.as_str()).chain(tool.aliases.iter().map(String::as_str)).collect();
+            json!({
+                "if": {"properties": {"function_name": {"enum": names}}},
+                "then": {"properties": {"parameters": tool.parameters_schema}},
+            })
+        })
+        .collect();
+    let mut schema = object(
+        json!({
+            "session_id": session,
+            "function_name": {"type": "string", "enum": names, "description": "Which tool to call."},
+            "parameters": {"type": "object", "description": "The tool's parameters, as its schema below says."},
+            "connection_id": {"type": "string"},
+            "intent_id": {"type": "string", "description": "The relay's id for what the caller asked, echoed in callbacks."},
+            "callback_url": {"type": "string", "description": "Where callbacks for this call go."},
+            "idempotency_key": {"type": "string", "description": "Makes a retried request answer the first answer."},
+        }),
+        &["session_id", "function_name", "parameters"],
+    );
+    schema["allOf"] = Value::Array(per_tool);
+    schema
+}
+
+/// A `tools/call`: the operation's answer, as the REST route would give it, and any work the
+/// operation goes on with once that answer is out. Unknown tools are a protocol error.
+pub async fn call(params: &Value) -> Result<(Value, Option<AfterResponse>), RpcError> {
+    let name = params.get("name").and_then(Value::as_str).ok_or_else(|| {
+        RpcError::new(INVALID_PARAMS, "tools/call needs the name of a tool.")
+    })?;
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(arguments)) => arguments.clone(),
+        Some(_) => return Err(RpcError::new(INVALID_PARAMS, "The arguments of tools/call must be an object.")),
+    };
+    let outcome = match name {
+        "request_tool" => request_tool(arguments).await,
+        "modify_tool" => modify_tool(arguments).await,
+        "confirm_tool" => confirm_tool(arguments).await,
+        "cancel_tool" => cancel_tool(arguments).await,
+        "resume_tool" => resume_tool(arguments).await,
+        "get_status" => get_status(arguments).await,
+        "get_context" => get_context(arguments),
+        "get_session_context" => get_session_context(arguments),
+        unknown => return Err(RpcError::new(INVALID_PARAMS, format!("Unknown tool: {unknown}"))),
+    };
+    Ok(tool_result(gatehouse_http::reply_or_error(outcome)))
+}
+
+/// The REST answer as an MCP tool result: the body both as structured content and as its
+/// JSON text, and `isError` for any error answer, whose `error` sentence and `code` are the
+/// route's.
+fn tool_result(reply: Reply) -> (Value, Option<AfterResponse>) {
+    let is_error = *reply.response.status() >= 400;
+    let body: Value = serde_json::from_slice(reply.response.body()).unwrap_or(Value::Null);
+    let result = json!({
+        "content": [{"type": "text", "text": body.to_string()}],
+        "structuredContent": body,
+        "isError": is_error,
+    });
+    (result, reply.after)
+}
+
+async fn request_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+    let idempotency_key = take::<String>(&mut arguments, "idempotency_key")?;
+    let request: CreateRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
+    let trace_id = gatehouse_http::trace_id();
+    let db = gatehouse_http::open_db()?;
+    gatehouse_lifecycle::create(&db, request, idempotency_key.as_deref(), &trace_id).await
+}
+
+async fn modify_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+    let id = call_id(&mut arguments)?;
+    let request: ModifyRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
+    gatehouse_lifecycle::modify(&gatehouse_http::open_db()?, &id, request).await
+}
+
+async fn confirm_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+    let id = call_id(&mut arguments)?;
+    let wait = wait(&mut arguments)?;
+    let request: ConfirmRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
+    gatehouse_lifecycle::confirm(gatehouse_http::open_db()?, &id, request, wait).await
+}
+
+async fn cancel_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+    let id = call_id(&mut arguments)?;
+    let request: CancelRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
+    gatehouse_lifecycle::cancel(&gatehouse_http::open_db()?, &id, request).await
+}
+
+async fn resume_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+    let id = call_id(&mut arguments)?;
+    let wait = wait(&mut arguments)?;
+    let request: ResumeRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
+    gatehouse_lifecycle::resume(gatehouse_http::open_db()?, &id, request, wait).await
+}
+
+async fn get_status(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+    let id = call_id(&mut arguments)?;
+    let wait = wait(&mut arguments)?;
+    no_more(&arguments)?;
+    gatehouse_lifecycle::status(&id, wait).await
+}
+
+fn get_context(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+    let session = required::<String>(&mut arguments, "session_id")?;
+    no_more(&arguments)?;
+    gatehouse_lifecycle::context(&session)
+}
+
+fn get_session_context(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+    let session = required::<String>(&mut arguments, "session_id")?;
+    let key = required::<String>(&mut arguments, "context_key")?;
+    no_more(&arguments)?;
+    gatehouse_lifecycle::session_context(&session, &key)
+}
+
+/// Removes an optional argument and reads it as `T`.
+fn take<T: DeserializeOwned>(arguments: &mut Map<String, Value>, name: &str) -> Result<Option<T>, ApiError> {
+    match arguments.remove(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => serde_json::from_value(value).map(Some).map_err(|e| {
+            ApiError::invalid_input(format!("The {name} argument is not valid.")).with_field(name, e.to_string())
+        }),
+    }
+}
+
+fn required<T: DeserializeOwned>(arguments: &mut Map<String, Value>, name: &str) -> Result<T, ApiError> {
+    take(arguments, name)?.ok_or_else(|| {
+        ApiError::invalid_input(format!("The {name} argument is required.")).with_field(name, "is required")
+    })
+}
+
+fn call_id(arguments: &mut Map<String, Value>) -> Result<ToolCallId, ApiError> {
+    gatehouse_http::parse_call_id(&required::<String>(arguments, "tool_call_id")?)
+}
+
+/// `wait_seconds`, as `Prefer: wait=N` would give it: capped at 30 seconds.
+fn wait(arguments: &mut Map<String, Value>) -> Result<Option<Duration>, ApiError> {
+    let Some(seconds) = take::<f64>(arguments, "wait_seconds")? else { return Ok(None) };
+    if !seconds.is_finite() || seconds < 0.0 {
+        let problem = "must be a number of seconds from 0 to 30";
+        return Err(ApiError::invalid_input("The wait_seconds argument is not valid.").with_field("wait_seconds", problem));
+    }
+    Ok(Some(Duration::from_secs_f64(seconds).min(MAX_WAIT)))
+}
+
+/// Refuses arguments an operation does not take, as the REST routes refuse unknown fields.
+fn no_more(arguments: &Map<String, Value>) -> Result<(), ApiError> {
+    match arguments.keys().next() {
+        None => Ok(()),
+        Some(unknown) => Err(ApiError::invalid_input(format!("The argument {unknown} is not one this tool takes."))
+            .with_field(unknown.clone(), "is not a known argument")),
+    }
+}

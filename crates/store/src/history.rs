@@ -1,0 +1,117 @@
+//! The per-tool execution history (SPEC §8): its rows, a tool's executions page by page, and
+//! its stats, all computed by the database.
+
+use serde_json::Value;
+use spin_sdk::pg4::{Connection, ParameterValue};
+
+use crate::StoreError;
+use crate::rows::optional;
+
+const RECORD: &str = include_str!("sql/history/record.sql");
+const PAGE: &str = include_str!("sql/history/page.sql");
+const STATS: &str = include_str!("sql/history/stats.sql");
+
+/// One operation a tool component performed, or was meant to (SPEC §3 `tool_executions`).
+#[derive(Debug, Clone)]
+pub struct ToolExecution<'a> {
+    pub tool: &'a str,
+    pub component: &'a str,
+    /// `None` when the row is written on the tool's behalf: the component's last known version.
+    pub component_version: Option<&'a str>,
+    pub operation: &'a str,
+    pub tool_call_id: Option<&'a str>,
+    /// Unix seconds, with fractions.
+    pub started_at: f64,
+    pub duration_ms: f64,
+    /// `ok`, `rejected`, `failed`, `crashed` or `cancelled`.
+    pub outcome: &'a str,
+    pub error: Option<&'a str>,
+    pub trace_id: Option<&'a str>,
+}
+
+fn text(value: Option<&str>) -> ParameterValue {
+    value.map_or(ParameterValue::DbNull, |v| ParameterValue::Str(v.to_owned()))
+}
+
+pub fn record_tool_execution(db: &Connection, row: &ToolExecution<'_>) -> Result<(), StoreError> {
+    db.execute(
+        RECORD,
+        &[
+            ParameterValue::Str(row.tool.to_owned()),
+            ParameterValue::Str(row.component.to_owned()),
+            text(row.component_version),
+            ParameterValue::Str(row.operation.to_owned()),
+            text(row.tool_call_id),
+            ParameterValue::Floating64(row.started_at),
+            ParameterValue::Floating64(row.duration_ms),
+            ParameterValue::Str(row.outcome.to_owned()),
+            text(row.error),
+            text(row.trace_id),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Where a page of executions starts: just after the row with this start and id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecutionCursor {
+    pub started_at_micros: i64,
+    pub execution_id: i64,
+}
+
+impl ExecutionCursor {
+    /// Reads the `next_cursor` a previous page answered (`<micros>_<id>`).
+    pub fn parse(text: &str) -> Option<ExecutionCursor> {
+        let (micros, id) = text.split_once('_')?;
+        Some(ExecutionCursor { started_at_micros: micros.parse().ok()?, execution_id: id.parse().ok()? })
+    }
+}
+
+/// Which of a tool's executions to list.
+#[derive(Debug, Clone)]
+pub struct ExecutionFilter<'a> {
+    pub tool: &'a str,
+    pub outcome: Option<&'a str>,
+    /// An RFC 3339 timestamp, already checked.
+    pub since: Option<&'a str>,
+    pub after: Option<ExecutionCursor>,
+    pub limit: u32,
+}
+
+/// `{executions: [...], next_cursor}`: newest first; `next_cursor` is null on the last page.
+pub fn tool_executions(db: &Connection, filter: &ExecutionFilter<'_>) -> Result<Value, StoreError> {
+    let cursor = filter.after;
+    optional(
+        db,
+        PAGE,
+        &[
+            ParameterValue::Str(filter.tool.to_owned()),
+            text(filter.outcome),
+            text(filter.since),
+            cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Int64(c.started_at_micros)),
+            cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Int64(c.execution_id)),
+            ParameterValue::Int64(i64::from(filter.limit)),
+        ],
+    )?
+    .ok_or_else(|| StoreError::Unexpected("the executions query returned nothing".into()))
+}
+
+/// A tool's stats over the last `window_seconds`.
+pub fn tool_stats(db: &Connection, tool: &str, window_seconds: f64) -> Result<Value, StoreError> {
+    optional(db, STATS, &[ParameterValue::Str(tool.to_owned()), ParameterValue::Floating64(window_seconds)])?
+        .ok_or_else(|| StoreError::Unexpected("the stats query returned nothing".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_read_back_what_a_page_answered() {
+        let cursor = ExecutionCursor::parse("1763840000123456_42");
+        assert_eq!(cursor, Some(ExecutionCursor { started_at_micros: 1_763_840_000_123_456, execution_id: 42 }));
+        for bad in ["", "12", "a_b", "12_", "_12", "1.5_2"] {
+            assert_eq!(ExecutionCursor::parse(bad), None, "{bad}");
+        }
+    }
+}

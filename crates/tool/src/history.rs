@@ -1,0 +1,136 @@
+//! The per-tool execution history (SPEC §8): one `tool_executions` row each time a tool does
+//! work, or was meant to and did not. Every path that runs a tool operation writes its row
+//! through here: the contract server, the gated direct flows, and the lifecycle on the tool's
+//! behalf when the tool crashed or the operation was cancelled before it ran.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use gatehouse_domain::contract::Operation;
+use gatehouse_domain::{ApiError, ToolCallId};
+
+/// How one operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// `validate` refused the parameters: the tool worked, the input was wrong.
+    Rejected,
+    /// The tool answered with a definitive failure.
+    Failed,
+    /// The tool trapped, timed out or could not be reached.
+    Crashed,
+    /// A cancel stopped the operation before it ran.
+    Cancelled,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 5] = [Outcome::Ok, Outcome::Rejected, Outcome::Failed, Outcome::Crashed, Outcome::Cancelled];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Rejected => "rejected",
+            Outcome::Failed => "failed",
+            Outcome::Crashed => "crashed",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|outcome| outcome.as_str() == text)
+    }
+}
+
+/// Which tool did the work. The version is the component crate's own; `None` when someone
+/// other than the tool writes the row (it crashed, or never ran), and the store then takes
+/// the version the component last reported.
+#[derive(Debug, Clone)]
+pub struct ToolIdentity {
+    pub tool: String,
+    pub component: String,
+    pub version: Option<String>,
+}
+
+/// An operation being timed.
+#[derive(Debug)]
+pub struct Execution {
+    identity: ToolIdentity,
+    operation: Operation,
+    tool_call_id: Option<ToolCallId>,
+    trace_id: Option<String>,
+    started_at: f64,
+    clock: Instant,
+}
+
+impl Execution {
+    pub fn begin(
+        identity: ToolIdentity,
+        operation: Operation,
+        tool_call_id: Option<&ToolCallId>,
+        trace_id: Option<&str>,
+    ) -> Execution {
+        Execution {
+            identity,
+            operation,
+            tool_call_id: tool_call_id.cloned(),
+            trace_id: trace_id.map(str::to_owned),
+            started_at: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default(),
+            clock: Instant::now(),
+        }
+    }
+
+    /// Stops the clock.
+    pub fn end(self, outcome: Outcome, error: Option<&str>) -> Finished {
+        Finished {
+            duration_ms: self.clock.elapsed().as_secs_f64() * 1000.0,
+            execution: self,
+            outcome,
+            error: error.map(str::to_owned),
+        }
+    }
+}
+
+/// A timed operation, ready to be recorded.
+#[derive(Debug)]
+pub struct Finished {
+    execution: Execution,
+    duration_ms: f64,
+    outcome: Outcome,
+    error: Option<String>,
+}
+
+impl Finished {
+    /// Writes the row. A failure is logged and goes no further: the history must never fail
+    /// the call it records.
+    pub fn write(self) {
+        let execution = &self.execution;
+        let row = gatehouse_store::ToolExecution {
+            tool: &execution.identity.tool,
+            component: &execution.identity.component,
+            component_version: execution.identity.version.as_deref(),
+            operation: execution.operation.as_str(),
+            tool_call_id: execution.tool_call_id.as_ref().map(ToolCallId::as_str),
+            started_at: execution.started_at,
+            duration_ms: self.duration_ms,
+            outcome: self.outcome.as_str(),
+            error: self.error.as_deref(),
+            trace_id: execution.trace_id.as_deref(),
+        };
+        let written = gatehouse_http::open_db()
+            .and_then(|db| gatehouse_store::record_tool_execution(&db, &row).map_err(ApiError::from));
+        if let Err(error) = written {
+            let problem = error.detail.unwrap_or(error.message);
+            gatehouse_http::log_line("warn", &format!("recording a tool execution: {problem}"));
+        }
+    }
+}
+
+/// Records, on the tool's behalf, an operation that a cancel stopped before it ran.
+pub fn record_cancelled(
+    identity: ToolIdentity,
+    operation: Operation,
+    tool_call_id: &ToolCallId,
+    trace_id: Option<&str>,
+    reason: &str,
+) {
+    Execution::begin(identity, operation, Some(tool_call_id), trace_id).end(Outcome::Cancelled, Some(reason)).write();
+}

@@ -1,0 +1,307 @@
+//! Observability end to end (SPEC §8): the per-tool execution history and stats after a mixed
+//! run, paging through it, and one trace id followed through every component a conversation
+//! touches, its callbacks and its log lines.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use gatehouse_tests::lifecycle::{App, ProgressReply, Relay, ScratchDatabase, lifecycle_options};
+use gatehouse_tests::{TOKEN, unique};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const SETTLE: Duration = Duration::from_secs(20);
+const TOOL: &str = "fixture_action";
+
+/// The history rows are written after each answer; waits until the tool has `expected`.
+async fn executions_reaching(db: &tokio_postgres::Client, expected: i64) -> Result<i64> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let count: i64 = db.query_one("SELECT count(*) FROM tool_executions WHERE tool = $1", &[&TOOL]).await?.get(0);
+        if count >= expected || Instant::now() > deadline {
+            return Ok(count);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn get(app: &App, path: &str) -> Result<Value> {
+    let answer = app.send(Method::GET, path, None).await?;
+    if answer.status != 200 {
+        bail!("GET {path} answered {}: {}", answer.status, answer.body);
+    }
+    Ok(answer.body)
+}
+
+/// Successes, a correction, a failure, cancels, a rejected input and a crash, then the
+/// history and stats must count each exactly.
+#[tokio::test]
+async fn history_and_stats_count_a_mixed_run_exactly() -> Result<()> {
+    let scratch = ScratchDatabase::create("history").await?;
+    let app = App::start(scratch.serve(lifecycle_options(&[], &["--sweep-interval", "0.2"]))).await?;
+    let relay = Relay::start().await?;
+    let session = unique("mixed");
+    let to = |who: &str| json!({"to": format!("{who}@example.com")});
+
+    // Completed, after a correction: validate twice, prepare, execute.
+    let completed = app.create_id(&session, to("a"), Some(&relay.url)).await?;
+    let patch = json!({"parameters": {"to": "a.smith@example.com"}});
+    assert_eq!(app.send(Method::PATCH, &format!("/voice-tools/modify/{completed}"), Some(patch)).await?.status, 200);
+    assert_eq!(app.confirm(&completed).await?.status, 202);
+    app.wait_for(&completed, "PREPARED", SETTLE).await?;
+    assert_eq!(app.resume(&completed, "proceed").await?.status, 202);
+    app.wait_for(&completed, "COMPLETED", SETTLE).await?;
+
+    // Cancelled at the checkpoint: validate, prepare, discard.
+    let at_checkpoint = app.create_id(&session, to("c"), Some(&relay.url)).await?;
+    assert_eq!(app.confirm(&at_checkpoint).await?.status, 202);
+    app.wait_for(&at_checkpoint, "PREPARED", SETTLE).await?;
+    assert_eq!(app.cancel(&at_checkpoint).await?.status, 200);
+
+    // Cancelled by the relay before prepare ran: validate, and prepare cancelled.
+    relay.set_progress_reply(ProgressReply::Cancel);
+    let by_relay = app.create_id(&session, to("d"), Some(&relay.url)).await?;
+    assert_eq!(app.confirm(&by_relay).await?.status, 202);
+    app.wait_for(&by_relay, "CANCELLED", SETTLE).await?;
+    relay.set_progress_reply(ProgressReply::Continue);
+
+    // Refused input: one rejected validate, and no call.
+    let refused = app.create(&session, json!({"to": "not-an-address"}), None).await?;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+
+    // A crash in prepare, re-driven: validate, prepare crashed, prepare, execute.
+    let crashed = app
+        .create_id(&session, json!({"to": "f@example.com", "checkpoint": false, "trap_in": "prepare"}), None)
+        .await?;
+    assert_eq!(app.confirm(&crashed).await?.status, 202);
+    app.wait_for(&crashed, "COMPLETED", SETTLE).await?;
+
+    // A failure, last, so it is the last error: validate, prepare, execute failed.
+    let failed = app.create_id(&session, json!({"to": "b@example.com", "fail_in": "execute"}), None).await?;
+    assert_eq!(app.confirm(&failed).await?.status, 202);
+    app.wait_for(&failed, "PREPARED", SETTLE).await?;
+    assert_eq!(app.resume(&failed, "proceed").await?.status, 202);
+    app.wait_for(&failed, "FAILED", SETTLE).await?;
+
+    let db = scratch.connect().await?;
+    assert_eq!(executions_reaching(&db, 17).await?, 17);
+
+    let stats = get(&app, "/voice-tools/tools/fixture_action/stats?window=1h").await?;
+    assert_eq!(stats["tool"], TOOL);
+    assert_eq!(stats["window"], "1h");
+    assert_eq!(stats["executions"], 17, "{stats}");
+    assert_eq!(
+        stats["outcomes"],
+        json!({"ok": 13, "rejected": 1, "failed": 1, "crashed": 1, "cancelled": 1}),
+        "{stats}"
+    );
+    // 13 successes of the 15 executions that ran to an outcome of their own.
+    assert_eq!(stats["success_rate"].as_f64(), Some(0.8667), "{stats}");
+    let operations = &stats["by_operation"];
+    let counts = |op: &str| (operations[op]["executions"].as_i64(), operations[op]["ok"].as_i64());
+    assert_eq!(counts("validate"), (Some(7), Some(6)), "{stats}");
+    assert_eq!(counts("prepare"), (Some(6), Some(4)), "{stats}");
+    assert_eq!(counts("execute"), (Some(3), Some(2)), "{stats}");
+    assert_eq!(counts("discard"), (Some(1), Some(1)), "{stats}");
+    let (p50, p95) = (stats["p50_ms"].as_f64().unwrap_or(-1.0), stats["p95_ms"].as_f64().unwrap_or(-1.0));
+    assert!(p50 >= 0.0 && p95 >= p50, "{stats}");
+    let exact: (f64, f64) = {
+        let row = db
+            .query_one(
+                "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms)::numeric, 3)::float8,
+                        round(percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms)::numeric, 3)::float8
+                   FROM tool_executions WHERE tool = $1",
+                &[&TOOL],
+            )
+            .await?;
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((p50, p95), exact);
+    assert_eq!(stats["last_error"]["error"], "The fixture was told to fail in execute.", "{stats}");
+    assert_eq!(stats["last_error"]["operation"], "execute");
+    assert_eq!(stats["last_error"]["tool_call_id"], failed.as_str());
+    assert!(stats["last_error"]["at"].is_string());
+
+    // Every row names the tool's component and its crate version, even the ones the lifecycle
+    // wrote on its behalf; each row of a call carries the call's trace.
+    let rows = db
+        .query(
+            "SELECT e.component, e.component_version, e.outcome, e.operation, e.trace_id = c.trace_id
+               FROM tool_executions e LEFT JOIN tool_calls c USING (tool_call_id) WHERE e.tool = $1",
+            &[&TOOL],
+        )
+        .await?;
+    for row in &rows {
+        let (component, version): (String, String) = (row.get(0), row.get(1));
+        assert_eq!((component.as_str(), version.as_str()), ("fixture-tool", env!("CARGO_PKG_VERSION")));
+        let same_trace: Option<bool> = row.get(4);
+        assert_ne!(same_trace, Some(false), "a row's trace differs from its call's");
+    }
+    let outcome_of = |operation: &str, outcome: &str| {
+        rows.iter().filter(|r| r.get::<_, String>(3) == operation && r.get::<_, String>(2) == outcome).count()
+    };
+    assert_eq!(outcome_of("prepare", "crashed"), 1);
+    assert_eq!(outcome_of("prepare", "cancelled"), 1);
+
+    // The alias names the same history; the filters narrow it.
+    let by_alias = get(&app, "/voice-tools/tools/fixture_alias/stats?window=1h").await?;
+    assert_eq!(by_alias["executions"], 17);
+    let oks = get(&app, "/voice-tools/tools/fixture_action/executions?outcome=ok&limit=200").await?;
+    assert_eq!(oks["executions"].as_array().map(Vec::len), Some(13));
+    assert!(oks["next_cursor"].is_null());
+    let future = get(&app, "/voice-tools/tools/fixture_action/executions?since=2999-01-01T00:00:00Z").await?;
+    assert_eq!(future["executions"], json!([]));
+    let failures = get(&app, "/voice-tools/tools/fixture_action/executions?outcome=failed").await?;
+    assert_eq!(failures["executions"][0]["tool_call_id"], failed.as_str());
+    assert_eq!(failures["executions"][0]["error"], "The fixture was told to fail in execute.");
+    Ok(())
+}
+
+/// Paging through a tool's executions with a small page returns every row exactly once, newest
+/// first, even while new rows keep arriving at the head.
+#[tokio::test]
+async fn paging_returns_every_execution_exactly_once() -> Result<()> {
+    let scratch = ScratchDatabase::create("paging").await?;
+    let app = App::start(scratch.serve(lifecycle_options(&[], &[]))).await?;
+    let session = unique("paging");
+    for n in 0..11 {
+        app.create_id(&session, json!({"to": format!("p{n}@example.com")}), None).await?;
+    }
+    let db = scratch.connect().await?;
+    assert_eq!(executions_reaching(&db, 11).await?, 11);
+    let expected: Vec<i64> = db
+        .query("SELECT execution_id FROM tool_executions ORDER BY started_at DESC, execution_id DESC", &[])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+
+    let mut seen = Vec::new();
+    let mut path = "/voice-tools/tools/fixture_action/executions?limit=4".to_owned();
+    for page in 0.. {
+        let body = get(&app, &path).await?;
+        let rows = body["executions"].as_array().context("no executions")?;
+        assert!(rows.len() <= 4);
+        seen.extend(rows.iter().filter_map(|row| row["execution_id"].as_i64()));
+        if page == 0 {
+            // A row that arrives after the first page is newer than the cursor: it does not
+            // shift the pages that follow.
+            app.create_id(&session, json!({"to": "late@example.com"}), None).await?;
+        }
+        match body["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/voice-tools/tools/fixture_action/executions?limit=4&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, expected, "every row once, newest first");
+    assert_eq!(seen.iter().collect::<HashSet<_>>().len(), 11);
+    Ok(())
+}
+
+/// Bad query parameters are a 400 naming the parameter; an unknown tool is a 404.
+#[tokio::test]
+async fn history_routes_refuse_bad_parameters() -> Result<()> {
+    let app = App::start(lifecycle_options(&[], &[])).await?;
+    for (query, field) in [
+        ("executions?limit=0", "limit"),
+        ("executions?limit=201", "limit"),
+        ("executions?limit=ten", "limit"),
+        ("executions?outcome=great", "outcome"),
+        ("executions?since=yesterday", "since"),
+        ("executions?since=2026-02-30T00:00:00Z", "since"),
+        ("executions?cursor=abc", "cursor"),
+        ("stats?window=1w", "window"),
+        ("stats?window=0h", "window"),
+    ] {
+        let answer = app.send(Method::GET, &format!("/voice-tools/tools/fixture_action/{query}"), None).await?;
+        assert_eq!(answer.status, 400, "{query}: {}", answer.body);
+        assert_eq!(answer.body["code"], "invalid_input", "{query}");
+        assert_eq!(answer.body["fields"][0]["field"], field, "{query}");
+    }
+    for path in ["/voice-tools/tools/no_such_tool/stats", "/voice-tools/tools/no_such_tool/executions"] {
+        let answer = app.send(Method::GET, path, None).await?;
+        assert_eq!(answer.status, 404, "{path}");
+        assert_eq!(answer.body["code"], "not_found");
+    }
+    let unauthenticated = reqwest::get(app.runner.url("/voice-tools/tools/fixture_action/stats")).await?;
+    assert_eq!(unauthenticated.status(), 401);
+    Ok(())
+}
+
+/// The relay's trace id reaches the call, every callback, every history row, and the log lines
+/// of every component the conversation went through; the logs hold no secret and no message.
+#[tokio::test]
+async fn one_trace_id_follows_the_conversation() -> Result<()> {
+    let app = App::start(lifecycle_options(&[], &[])).await?;
+    let relay = Relay::start().await?;
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let traceparent = format!("00-{trace}-00f067aa0ba902b7-01");
+    let headers = [("traceparent", traceparent.as_str())];
+    let subject = unique("Quarterly numbers for Dana");
+
+    let body = json!({"session_id": unique("trace"), "function_name": TOOL, "callback_url": relay.url,
+                      "parameters": {"to": "dana@example.com", "subject": subject}});
+    let created = app.send_with(Method::POST, "/voice-tools/pending", Some(body), &headers).await?;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["tool_call_id"].as_str().context("no id")?.to_owned();
+    let patch = json!({"parameters": {"to": "dana.lee@example.com"}});
+    let modified = app.send_with(Method::PATCH, &format!("/voice-tools/modify/{id}"), Some(patch), &headers).await?;
+    assert_eq!(modified.status, 200);
+    let confirmed = app.send_with(Method::POST, &format!("/voice-tools/confirm/{id}"), None, &headers).await?;
+    assert_eq!(confirmed.status, 202);
+    relay.wait_for(&id, "checkpoint", SETTLE).await?;
+    let proceed = Some(json!({"action": "proceed"}));
+    let resumed = app.send_with(Method::POST, &format!("/resume-execution/{id}"), proceed, &headers).await?;
+    assert_eq!(resumed.status, 202);
+    relay.wait_for(&id, "completion", SETTLE).await?;
+
+    let call = app.status(&id).await?.body;
+    assert_eq!(call["trace_id"], trace);
+    let callbacks = relay.for_call(&id);
+    assert!(callbacks.len() >= 3, "{callbacks:?}");
+    for callback in &callbacks {
+        assert_eq!(callback.body["trace_id"], trace, "{} callback", callback.kind);
+        let header = callback.traceparent.as_deref().unwrap_or_default();
+        assert!(header.starts_with(&format!("00-{trace}-")), "{} callback traceparent {header}", callback.kind);
+    }
+    let db = gatehouse_tests::db().await?;
+    let rows: i64 = db
+        .query_one("SELECT count(*) FROM tool_executions WHERE tool_call_id = $1 AND trace_id = $2", &[&id, &trace])
+        .await?
+        .get(0);
+    assert_eq!(rows, 2, "prepare and execute in the call's trace");
+
+    // Every component the conversation went through logged its request in the trace.
+    let components = ["pending", "fixture-tool", "modify", "confirm", "async-executor", "resume"];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let lines = loop {
+        let lines: Vec<Value> = app.runner.logs().iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let traced = |component: &str| {
+            lines.iter().any(|l| l["component"] == component && l["trace_id"] == trace && l["message"] == "request")
+        };
+        if components.iter().all(|c| traced(c)) || Instant::now() > deadline {
+            break lines;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    for component in components {
+        let line = lines
+            .iter()
+            .find(|l| l["component"] == component && l["trace_id"] == trace && l["message"] == "request")
+            .with_context(|| format!("no request line from {component} in trace {trace}"))?;
+        for field in ["route", "method", "status", "duration_ms", "span_id", "ts", "level"] {
+            assert!(!line[field].is_null(), "{component}'s line has no {field}: {line}");
+        }
+    }
+    let pending = lines.iter().find(|l| l["component"] == "pending" && l["trace_id"] == trace).context("pending")?;
+    assert_eq!(pending["route"], "/voice-tools/pending");
+    assert_eq!(pending["status"], 201);
+    assert_eq!(pending["parent_span_id"], "00f067aa0ba902b7");
+
+    let all = app.runner.logs().join("\n");
+    for secret in [TOKEN, gatehouse_tests::lifecycle::CALLBACK_SECRET, subject.as_str(), "dana.lee@example.com"] {
+        assert!(!all.contains(secret), "the log holds {secret:?}");
+    }
+    Ok(())
+}
