@@ -264,6 +264,29 @@ async fn cancel_deletes_the_draft_and_is_refused_once_the_send_started() -> Resu
     Ok(())
 }
 
+/// The history rows of a call, `operation:outcome` in the order they started, once there are
+/// `expected` of them (a discard runs after the flow answers).
+async fn history(id: &str, expected: usize) -> Result<Vec<String>> {
+    let db = db().await?;
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let rows = db
+            .query(
+                "SELECT operation || ':' || outcome, component, component_version FROM tool_executions
+                  WHERE tool_call_id = $1 ORDER BY started_at, execution_id",
+                &[&id],
+            )
+            .await?;
+        if rows.len() >= expected || Instant::now() > deadline {
+            for row in &rows {
+                assert_eq!((row.get::<_, String>(1), row.get::<_, String>(2)), ("gmail".into(), env!("CARGO_PKG_VERSION").into()));
+            }
+            return Ok(rows.iter().map(|row| row.get(0)).collect());
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 async fn execute_gmail(app: &App, session: &str, relay_url: &str) -> Result<Answer> {
     let body = json!({"intent_id": "intent_123", "session_id": session, "to": "john.smith@gmail.com",
         "subject": "Meeting Tomorrow", "body": "Let's discuss...", "callback_url": relay_url});
@@ -296,8 +319,11 @@ async fn the_gated_direct_flow_sends_only_when_the_relay_says_continue() -> Resu
     let call = app.status(&id).await?.body;
     assert_eq!(call["status"], "COMPLETED");
     assert_eq!(call["intent_id"], "intent_123");
+    // The flow runs the tool in-process and records its work like the contract server does.
+    assert_eq!(history(&id, 2).await?, ["prepare:ok", "execute:ok"]);
 
-    for gate in ["PREPARING", "READY_TO_SEND"] {
+    let expected_history = [vec!["prepare:cancelled"], vec!["prepare:ok", "execute:cancelled", "discard:ok"]];
+    for (gate, expected) in ["PREPARING", "READY_TO_SEND"].into_iter().zip(expected_history) {
         relay.set_progress_reply(ProgressReply::CancelAtGate(gate));
         let answer = execute_gmail(&app, &session, &relay.url).await?;
         assert_eq!(answer.status, 200, "{}", answer.body);
@@ -307,6 +333,7 @@ async fn the_gated_direct_flow_sends_only_when_the_relay_says_continue() -> Resu
         assert!(sent_for(&fake.sent(), &id).is_empty(), "cancelled at {gate}, yet sent");
         eventually(SETTLE, "no draft left behind", || fake.drafts().is_empty()).await?;
         assert_eq!(app.status(&id).await?.body["status"], "CANCELLED");
+        assert_eq!(history(&id, expected.len()).await?, expected, "cancelled at {gate}");
     }
 
     let unreachable = "http://127.0.0.1:9/callbacks";

@@ -266,11 +266,15 @@ async fn one_trace_id_follows_the_conversation() -> Result<()> {
         assert!(header.starts_with(&format!("00-{trace}-")), "{} callback traceparent {header}", callback.kind);
     }
     let db = gatehouse_tests::db().await?;
-    let rows: i64 = db
-        .query_one("SELECT count(*) FROM tool_executions WHERE tool_call_id = $1 AND trace_id = $2", &[&id, &trace])
-        .await?
-        .get(0);
-    assert_eq!(rows, 2, "prepare and execute in the call's trace");
+    let rows = db
+        .query(
+            "SELECT operation, trace_id FROM tool_executions WHERE tool_call_id = $1 ORDER BY started_at, execution_id",
+            &[&id],
+        )
+        .await?;
+    let rows: Vec<(String, Option<String>)> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let in_trace = |operation: &str| (operation.to_owned(), Some(trace.to_owned()));
+    assert_eq!(rows, [in_trace("validate"), in_trace("prepare"), in_trace("execute")], "the correction, then the run");
 
     // Every component the conversation went through logged its request in the trace.
     let components = ["pending", "fixture-tool", "modify", "confirm", "async-executor", "resume"];
@@ -278,7 +282,7 @@ async fn one_trace_id_follows_the_conversation() -> Result<()> {
     let lines = loop {
         let lines: Vec<Value> = app.runner.logs().iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
         let traced = |component: &str| {
-            lines.iter().any(|l| l["component"] == component && l["trace_id"] == trace && l["message"] == "request")
+            lines.iter().any(|l| l["component"] == component && l["trace_id"] == trace && l["msg"] == "request")
         };
         if components.iter().all(|c| traced(c)) || Instant::now() > deadline {
             break lines;
@@ -288,7 +292,7 @@ async fn one_trace_id_follows_the_conversation() -> Result<()> {
     for component in components {
         let line = lines
             .iter()
-            .find(|l| l["component"] == component && l["trace_id"] == trace && l["message"] == "request")
+            .find(|l| l["component"] == component && l["trace_id"] == trace && l["msg"] == "request")
             .with_context(|| format!("no request line from {component} in trace {trace}"))?;
         for field in ["route", "method", "status", "duration_ms", "span_id", "ts", "level"] {
             assert!(!line[field].is_null(), "{component}'s line has no {field}: {line}");

@@ -322,6 +322,20 @@ async fn stored_context(url: &str, session: &str) -> Result<i64> {
     Ok(db.query_one("SELECT count(*) FROM session_context WHERE session_id = $1", &[&session]).await?.get(0))
 }
 
+/// A call's history rows, `operation:outcome` (written as the flow works, before it answers).
+async fn executions(url: &str, id: &str) -> Result<Vec<String>> {
+    let db = vector::connect(url).await?;
+    let rows = db
+        .query(
+            "SELECT operation || ':' || outcome, component FROM tool_executions
+              WHERE tool_call_id = $1 ORDER BY started_at, execution_id",
+            &[&id],
+        )
+        .await?;
+    assert!(rows.iter().all(|row| row.get::<_, String>(1) == "vector-query"));
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
 async fn call_status(url: &str, session: &str) -> Result<Vec<(String, Value)>> {
     let db = vector::connect(url).await?;
     let rows = db
@@ -380,6 +394,7 @@ async fn the_direct_flow_queries_stores_and_completes() -> Result<()> {
     assert_eq!(calls[0].0, "COMPLETED");
     let history: Vec<&str> = calls[0].1.as_array().into_iter().flatten().filter_map(|e| e["status"].as_str()).collect();
     assert_eq!(history, ["PENDING", "EXECUTING", "COMPLETED"]);
+    assert_eq!(executions(&url, &id).await?, ["execute:ok"], "the in-process search is in the tool's history");
     Ok(())
 }
 
@@ -404,6 +419,7 @@ async fn the_direct_flow_fails_closed_at_querying() -> Result<()> {
     assert!(completion.body.get("context_key").is_none(), "{}", completion.body);
     assert_eq!(stored_context(&url, &session).await?, 0);
     assert_eq!(call_status(&url, &session).await?[0].0, "CANCELLED");
+    assert_eq!(executions(&url, &id).await?, ["execute:cancelled"]);
 
     // Nobody listens on port 1 of the loopback, which the default allowlist admits.
     let session = unique("unreachable");

@@ -316,6 +316,7 @@ mod tests {
             (ErrorCode::NotFound, 404),
             (ErrorCode::MethodNotAllowed, 405),
             (ErrorCode::InvalidState, 409),
+            (ErrorCode::Forbidden, 403),
             (ErrorCode::Expired, 410),
             (ErrorCode::InvalidInput, 400),
             (ErrorCode::ValidationFailed, 422),

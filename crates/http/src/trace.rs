@@ -6,6 +6,7 @@
 //! without each call site having to pass them along.
 
 use std::cell::RefCell;
+use std::io::Write;
 
 use serde_json::{Map, Value, json};
 
@@ -84,7 +85,11 @@ pub fn log_event(level: &str, message: &str, fields: Value) {
     if let Value::Object(fields) = fields {
         line.extend(fields);
     }
-    eprintln!("{}", Value::Object(line));
+    let mut text = Value::Object(line).to_string();
+    text.push('\n');
+    // One write: formatting straight into stderr would cost a host call per JSON token. A line
+    // that cannot be written is not worth failing a request for.
+    let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
 /// One JSON log line from a component.
