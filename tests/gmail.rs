@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use gatehouse_fake_gmail::{Fault, StoredMessage};
-use gatehouse_tests::gmail::{GmailApp, SENDER};
-use gatehouse_tests::lifecycle::{App, Answer, ProgressReply, Relay};
+use gatehouse_tests::gmail::{GmailApp, SENDER, gmail_options, start_fake};
+use gatehouse_tests::lifecycle::{App, Answer, ProgressReply, Relay, ScratchDatabase};
 use gatehouse_tests::{db, unique};
 use mail_parser::MessageParser;
 use reqwest::Method;
@@ -202,8 +202,12 @@ async fn a_persistent_5xx_fails_the_call_with_a_spoken_reason() -> Result<()> {
 /// completes with its id. One email, never two.
 #[tokio::test]
 async fn a_crash_right_after_the_send_completes_with_the_sent_message() -> Result<()> {
+    // A database of its own: on the shared one, any other test's runner could take the
+    // stranded call up before the survivor does.
+    let scratch = ScratchDatabase::create("gmail_crash").await?;
     let lease = [("execution_lease_seconds", "2")];
-    let GmailApp { app, fake } = GmailApp::start(&lease, &["--sweep-interval", "0"]).await?;
+    let fake = start_fake().await?;
+    let app = App::start(scratch.serve(gmail_options(&fake, &lease, &["--sweep-interval", "0"]))).await?;
     let relay = Relay::start().await?;
     let id = create_id(&app, &unique("gmail-crash"), meeting(), &relay).await?;
     assert_eq!(app.confirm(&id).await?.status, 202);
@@ -215,7 +219,7 @@ async fn a_crash_right_after_the_send_completes_with_the_sent_message() -> Resul
     eventually(SETTLE, "Gmail to send the message", || sent_for(&fake.sent(), &id).len() == 1).await?;
     drop(app);
 
-    let survivor = GmailApp::runner_for(&fake, &lease, &["--sweep-interval", "0.2"]).await?;
+    let survivor = App::start(scratch.serve(gmail_options(&fake, &lease, &["--sweep-interval", "0.2"]))).await?;
     let call = survivor.wait_for(&id, "COMPLETED", SETTLE).await?;
     let sent = sent_for(&fake.sent(), &id);
     assert_eq!(sent.len(), 1, "exactly one email");

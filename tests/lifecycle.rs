@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use futures::future::join_all;
-use gatehouse_tests::lifecycle::{App, ProgressReply, Relay, lifecycle_options};
+use gatehouse_tests::lifecycle::{App, ProgressReply, Relay, ScratchDatabase, lifecycle_options};
 use gatehouse_tests::{db, unique};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -17,13 +17,21 @@ async fn app() -> Result<App> {
     App::start(lifecycle_options(&[], &["--sweep-interval", "0.2"])).await
 }
 
-async fn effects(id: &str) -> Result<i64> {
-    let db = db().await?;
+/// An application on a database of its own. Tests whose calls crash or lose their worker need
+/// one: every runner's sweeper takes over any stranded call in its database, so on the shared
+/// database another test's runner would re-drive these calls (and could be stopped mid-drive,
+/// leaving them to its longer lease), and the attempt counts would not be this test's.
+async fn isolated_app(scratch: &ScratchDatabase) -> Result<App> {
+    App::start(scratch.serve(lifecycle_options(&[], &["--sweep-interval", "0.2"]))).await
+}
+
+async fn effects(app: &App, id: &str) -> Result<i64> {
+    let db = app.db().await?;
     Ok(db.query_one("SELECT count(*) FROM fixture_tool_effects WHERE tool_call_id = $1", &[&id]).await?.get(0))
 }
 
-async fn operations(id: &str, operation: &str) -> Result<i64> {
-    let db = db().await?;
+async fn operations(app: &App, id: &str, operation: &str) -> Result<i64> {
+    let db = app.db().await?;
     Ok(db
         .query_one("SELECT count(*) FROM fixture_tool_log WHERE tool_call_id = $1 AND operation = $2", &[&id, &operation])
         .await?
@@ -32,15 +40,15 @@ async fn operations(id: &str, operation: &str) -> Result<i64> {
 
 /// `operations(id, operation)` once it reaches `expected`, or after about 5 s, whichever is first:
 /// the tool logs some operations after the answer the test waits on.
-async fn operations_reaching(id: &str, operation: &str, expected: i64) -> Result<i64> {
+async fn operations_reaching(app: &App, id: &str, operation: &str, expected: i64) -> Result<i64> {
     for _ in 0..250 {
-        let count = operations(id, operation).await?;
+        let count = operations(app, id, operation).await?;
         if count == expected {
             return Ok(count);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    operations(id, operation).await
+    operations(app, id, operation).await
 }
 
 fn statuses(call: &Value) -> Vec<String> {
@@ -116,7 +124,7 @@ async fn the_seed_conversation_step_by_step() -> Result<()> {
     for field in ["confirmed_at", "prepared_at", "executed_at", "completed_at", "side_effect_started_at"] {
         assert!(call[field].is_string(), "{field} missing: {call}");
     }
-    assert_eq!(effects(&id).await?, 1);
+    assert_eq!(effects(&app, &id).await?, 1);
 
     let context = app.send(Method::GET, &format!("/voice-tools/context/{session}"), None).await?;
     assert_eq!(context.body["pending"], json!([]));
@@ -176,7 +184,7 @@ async fn cancel_at_pending_then_every_other_action_is_refused() -> Result<()> {
     let modify =
         app.send(Method::PATCH, &format!("/voice-tools/modify/{id}"), Some(json!({"parameters": {"to": "b@x.io"}}))).await?;
     assert_eq!(modify.status, 409);
-    assert_eq!(effects(&id).await?, 0);
+    assert_eq!(effects(&app, &id).await?, 0);
     Ok(())
 }
 
@@ -188,16 +196,16 @@ async fn cancel_while_preparing_stops_before_the_side_effect_and_discards() -> R
     let id = app.create_id(&unique("cancel_exec"), params, Some(&relay.url)).await?;
     assert_eq!(app.confirm(&id).await?.status, 202);
     // Cancel once the tool is inside prepare (it logs the operation before its delay).
-    assert_eq!(operations_reaching(&id, "prepare", 1).await?, 1, "prepare never started");
+    assert_eq!(operations_reaching(&app, &id, "prepare", 1).await?, 1, "prepare never started");
     let cancelled = app.cancel(&id).await?;
     assert_eq!(cancelled.status, 200, "{}", cancelled.body);
     assert_eq!(cancelled.body["message"], "Okay, I've stopped it before anything was done.");
     let completion = relay.wait_for(&id, "completion", SETTLE).await?;
     assert_eq!(completion.body["status"], "CANCELLED");
     // prepare finishes after the cancel; the executor loses the race and discards its work.
-    assert_eq!(operations_reaching(&id, "discard", 1).await?, 1);
+    assert_eq!(operations_reaching(&app, &id, "discard", 1).await?, 1);
     assert_eq!(app.status(&id).await?.body["status"], "CANCELLED");
-    assert_eq!(effects(&id).await?, 0);
+    assert_eq!(effects(&app, &id).await?, 0);
     Ok(())
 }
 
@@ -215,8 +223,8 @@ async fn cancel_at_the_checkpoint_discards_the_prepared_work() -> Result<()> {
     assert_eq!(cancelled.status, 200, "{}", cancelled.body);
     assert_eq!(cancelled.body["message"], "Okay, I've cancelled it at the final check. Nothing was done.");
     assert_eq!(relay.wait_for(&id, "completion", SETTLE).await?.body["status"], "CANCELLED");
-    assert_eq!(operations(&id, "discard").await?, 1);
-    assert_eq!(effects(&id).await?, 0);
+    assert_eq!(operations(&app, &id, "discard").await?, 1);
+    assert_eq!(effects(&app, &id).await?, 0);
     Ok(())
 }
 
@@ -238,7 +246,7 @@ async fn cancel_after_the_side_effect_started_is_refused_and_the_call_completes(
     assert_eq!(refused.body["status"], "EXECUTING");
     let call = app.wait_for(&id, "COMPLETED", SETTLE).await?;
     assert!(!statuses(&call).contains(&"CANCELLED".to_owned()));
-    assert_eq!(effects(&id).await?, 1);
+    assert_eq!(effects(&app, &id).await?, 1);
     Ok(())
 }
 
@@ -263,7 +271,7 @@ async fn concurrent_confirm_and_cancel_never_both_win() -> Result<()> {
         let (confirm, cancel) = (confirm?, cancel?);
         let final_call = app.wait_for_settled(&id).await?;
         let status = final_call["status"].as_str().unwrap_or_default().to_owned();
-        let effects = effects(&id).await?;
+        let effects = effects(&app, &id).await?;
         match cancel.status {
             200 => ensure!(status == "CANCELLED" && effects == 0, "{id}: cancel won but {status}, {effects} effects"),
             409 => {
@@ -302,20 +310,21 @@ async fn resume_racing_cancel_runs_the_tool_at_most_once() -> Result<()> {
     for (id, resume, cancel) in answers {
         let (resume, cancel) = (resume?, cancel?);
         let status = app.wait_for_settled(&id).await?["status"].as_str().unwrap_or_default().to_owned();
-        let effects = effects(&id).await?;
+        let effects = effects(&app, &id).await?;
         match cancel.status {
             200 => ensure!(status == "CANCELLED" && effects == 0, "{id}: cancel won but {status}/{effects}"),
             409 => ensure!(resume.status == 202 && status == "COMPLETED" && effects == 1, "{id}: {status}/{effects}"),
             other => anyhow::bail!("{id}: cancel answered {other}"),
         }
-        ensure!(operations(&id, "execute").await? <= 1, "{id}: executed twice");
+        ensure!(operations(&app, &id, "execute").await? <= 1, "{id}: executed twice");
     }
     Ok(())
 }
 
 #[tokio::test]
 async fn a_trap_in_prepare_is_redriven_by_the_sweeper_until_the_attempts_run_out() -> Result<()> {
-    let app = app().await?;
+    let scratch = ScratchDatabase::create("trap").await?;
+    let app = isolated_app(&scratch).await?;
     let session = unique("trap");
     let twice = app
         .create_id(&session, json!({"to": "t@example.com", "checkpoint": false, "trap_in": "prepare", "trap_times": 2}), None)
@@ -328,15 +337,15 @@ async fn a_trap_in_prepare_is_redriven_by_the_sweeper_until_the_attempts_run_out
 
     let completed = app.wait_for(&twice, "COMPLETED", SETTLE).await?;
     assert_eq!(completed["attempts"], 3);
-    assert_eq!(operations(&twice, "prepare").await?, 3);
-    assert_eq!(effects(&twice).await?, 1);
+    assert_eq!(operations(&app, &twice, "prepare").await?, 3);
+    assert_eq!(effects(&app, &twice).await?, 1);
 
     let failed = app.wait_for(&always, "FAILED", SETTLE).await?;
     let reason = failed["error_message"].as_str().unwrap_or_default();
     assert!(reason.starts_with("gave up after 3 attempts: the tool crashed during prepare"), "{reason}");
     assert_eq!(failed["voice_response"], "Sorry, I couldn't complete that request, and nothing was done.");
-    assert_eq!(operations(&always, "prepare").await?, 3);
-    assert_eq!(effects(&always).await?, 0);
+    assert_eq!(operations(&app, &always, "prepare").await?, 3);
+    assert_eq!(effects(&app, &always).await?, 0);
     Ok(())
 }
 
@@ -344,14 +353,15 @@ async fn a_trap_in_prepare_is_redriven_by_the_sweeper_until_the_attempts_run_out
 /// call completes with it instead of doing it again.
 #[tokio::test]
 async fn a_crash_after_the_side_effect_is_reconciled_not_repeated() -> Result<()> {
-    let app = app().await?;
+    let scratch = ScratchDatabase::create("after_effect").await?;
+    let app = isolated_app(&scratch).await?;
     let params = json!({"to": "t@example.com", "checkpoint": false, "trap_in": "after_effect", "trap_times": 1});
     let id = app.create_id(&unique("after_effect"), params, None).await?;
     assert_eq!(app.confirm(&id).await?.status, 202);
     let call = app.wait_for(&id, "COMPLETED", SETTLE).await?;
-    assert_eq!(effects(&id).await?, 1);
-    assert_eq!(operations(&id, "execute").await?, 2);
-    let db = db().await?;
+    assert_eq!(effects(&app, &id).await?, 1);
+    assert_eq!(operations(&app, &id, "execute").await?, 2);
+    let db = app.db().await?;
     let effect: i64 =
         db.query_one("SELECT effect_id FROM fixture_tool_effects WHERE tool_call_id = $1", &[&id]).await?.get(0);
     assert_eq!(call["result"]["effect_id"], effect);
@@ -385,7 +395,7 @@ async fn a_pending_call_past_its_ttl_is_expired_everywhere() -> Result<()> {
     assert!(completion.signature_valid);
     let call = app.status(&id).await?.body;
     assert_eq!(statuses(&call), ["PENDING", "EXPIRED"]);
-    assert_eq!(effects(&id).await?, 0);
+    assert_eq!(effects(&app, &id).await?, 0);
     Ok(())
 }
 
@@ -520,7 +530,8 @@ async fn the_registry_and_session_context_routes() -> Result<()> {
 /// and every confirmed call reaches a final state.
 #[tokio::test]
 async fn two_runners_share_the_work_without_running_anything_twice() -> Result<()> {
-    let options = lifecycle_options(&[("execution_lease_seconds", "2")], &["--sweep-interval", "0.2"]);
+    let scratch = ScratchDatabase::create("two_runners").await?;
+    let options = scratch.serve(lifecycle_options(&[("execution_lease_seconds", "2")], &["--sweep-interval", "0.2"]));
     let (a, b) = (App::start(options.clone()).await?, App::start(options).await?);
     let session = unique("two");
     let mut ids = Vec::new();
@@ -550,7 +561,7 @@ async fn two_runners_share_the_work_without_running_anything_twice() -> Result<(
         let confirm = confirm?;
         let cancelled = matches!(cancel.transpose()?, Some(answer) if answer.status == 200);
         let status = a.wait_for_settled(&id).await?["status"].as_str().unwrap_or_default().to_owned();
-        let effects = effects(&id).await?;
+        let effects = effects(&a, &id).await?;
         ensure!(effects <= 1, "{id} ran {effects} times");
         if cancelled {
             ensure!(status == "CANCELLED" && effects == 0, "{id}: cancelled but {status}/{effects}");
@@ -574,7 +585,7 @@ async fn a_relay_can_cancel_from_the_progress_callback() -> Result<()> {
     assert_eq!(completion.body["status"], "CANCELLED");
     let call = app.status(&id).await?.body;
     assert_eq!(call["status_history"][2]["reason"], "the caller changed their mind");
-    assert_eq!(operations(&id, "prepare").await?, 0);
+    assert_eq!(operations(&app, &id, "prepare").await?, 0);
     Ok(())
 }
 
@@ -689,8 +700,8 @@ async fn a_call_left_at_the_checkpoint_expires_and_is_discarded() -> Result<()> 
     let resume = app.resume(&id, "proceed").await?;
     assert_eq!((resume.status, resume.body["code"].as_str()), (410, Some("expired")));
     assert_eq!(relay.wait_for(&id, "completion", SETTLE).await?.body["status"], "EXPIRED");
-    assert_eq!(operations_reaching(&id, "discard", 1).await?, 1);
-    assert_eq!(operations(&id, "execute").await?, 0);
+    assert_eq!(operations_reaching(&app, &id, "discard", 1).await?, 1);
+    assert_eq!(operations(&app, &id, "execute").await?, 0);
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use gatehouse_fake_gmail::{FakeGmail, FakeGmailConfig};
 
+use crate::RunnerOptions;
 use crate::lifecycle::{App, lifecycle_options};
 
 pub const SENDER: &str = "gatehouse@example.com";
@@ -13,6 +14,15 @@ pub const GMAIL_REGISTRY: &str = "send_email|send_gmail=gmail";
 pub struct GmailApp {
     pub app: App,
     pub fake: FakeGmail,
+}
+
+/// Runner options for the application sending through `fake`; `extra` variables override the
+/// defaults and `args` go to `gatehouse up`.
+pub fn gmail_options(fake: &FakeGmail, extra: &[(&str, &str)], args: &[&str]) -> RunnerOptions {
+    let owned = gmail_variables(fake);
+    let mut variables: Vec<(&str, &str)> = owned.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    variables.extend_from_slice(extra);
+    lifecycle_options(&variables, args)
 }
 
 /// The variables that point the `gmail` component at `fake`.
@@ -37,15 +47,7 @@ impl GmailApp {
     /// `extra` variables override the defaults; `args` go to `gatehouse up`.
     pub async fn start(extra: &[(&str, &str)], args: &[&str]) -> Result<GmailApp> {
         let fake = start_fake().await?;
-        let app = Self::runner_for(&fake, extra, args).await?;
+        let app = App::start(gmail_options(&fake, extra, args)).await?;
         Ok(GmailApp { app, fake })
-    }
-
-    /// Another runner process against the same fake and database.
-    pub async fn runner_for(fake: &FakeGmail, extra: &[(&str, &str)], args: &[&str]) -> Result<App> {
-        let owned = gmail_variables(fake);
-        let mut variables: Vec<(&str, &str)> = owned.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-        variables.extend_from_slice(extra);
-        App::start(lifecycle_options(&variables, args)).await
     }
 }

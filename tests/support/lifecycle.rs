@@ -40,6 +40,7 @@ pub async fn ensure_fixture_tables(db: &tokio_postgres::Client) -> Result<()> {
 pub struct App {
     pub runner: Runner,
     pub http: reqwest::Client,
+    pub database_url: String,
 }
 
 /// Variables every lifecycle test runner gets; `extra` overrides or adds.
@@ -63,10 +64,24 @@ pub struct Answer {
 
 impl App {
     pub async fn start(options: RunnerOptions) -> Result<App> {
-        let db = crate::db().await?;
+        let database_url = options
+            .env
+            .iter()
+            .find(|(name, _)| name == "DATABASE_URL")
+            .map_or_else(crate::database_url, |(_, url)| url.clone());
+        let (db, connection) = tokio_postgres::connect(&database_url, tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
         ensure_fixture_tables(&db).await?;
         let runner = Runner::start(&lifecycle_manifest(), options)?;
-        Ok(App { runner, http: reqwest::Client::new() })
+        Ok(App { runner, http: reqwest::Client::new(), database_url })
+    }
+
+    /// A connection to the database this runner serves from: the shared one, or the scratch
+    /// database its options name.
+    pub async fn db(&self) -> Result<tokio_postgres::Client> {
+        let (client, connection) = tokio_postgres::connect(&self.database_url, tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        Ok(client)
     }
 
     pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Answer> {

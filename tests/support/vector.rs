@@ -131,7 +131,7 @@ pub async fn start(extra: &[(&str, &str)]) -> Result<(App, String)> {
         extra_args: vec!["--sweep-interval".into(), "0".into()],
     };
     let runner = Runner::start(&app_manifest(), options)?;
-    Ok((App { runner, http: reqwest::Client::new() }, url))
+    Ok((App { runner, http: reqwest::Client::new(), database_url: url.clone() }, url))
 }
 
 /// What the embeddings server was asked.
