@@ -24,9 +24,7 @@ impl Scratch {
     }
 
     async fn connect(&self) -> Result<tokio_postgres::Client> {
-        let (client, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await?;
-        tokio::spawn(connection);
-        Ok(client)
+        gatehouse_tests::connect(&self.url).await
     }
 
     fn ingest(&self, file: &Path, extra: &[&str]) -> Result<(String, String)> {

@@ -134,7 +134,7 @@ fn cases() -> Vec<Case> {
 #[tokio::test]
 async fn filters_return_only_matching_documents_and_totals_match_sql() -> Result<()> {
     let (app, url) = vector::start(&[]).await?;
-    let db = vector::connect(&url).await?;
+    let db = gatehouse_tests::connect(&url).await?;
     let session = unique("filters");
     let fields = ["revenue", "units", "incident_cost", "on_hand"];
     for case in cases() {
@@ -190,7 +190,7 @@ async fn filters_return_only_matching_documents_and_totals_match_sql() -> Result
 #[tokio::test]
 async fn totals_cover_every_match_and_the_summary_says_them() -> Result<()> {
     let (app, url) = vector::start(&[]).await?;
-    let db = vector::connect(&url).await?;
+    let db = gatehouse_tests::connect(&url).await?;
     let parameters = json!({
         "user_query": "Q3 sales data northwest",
         "structured_query": {
@@ -282,7 +282,7 @@ async fn results_become_session_context_until_they_expire() -> Result<()> {
     assert_eq!(context["metrics"]["totals"], confirmed.body["result"]["metrics"]["totals"]);
     assert_eq!(context["parameters"], created.body["parameters"]);
 
-    let db = vector::connect(&url).await?;
+    let db = gatehouse_tests::connect(&url).await?;
     let ttl: f64 = db
         .query_one(
             "SELECT extract(epoch FROM expires_at - created_at)::float8 FROM session_context
@@ -318,13 +318,13 @@ fn seed_request(session: &str, callback_url: &str) -> Value {
 }
 
 async fn stored_context(url: &str, session: &str) -> Result<i64> {
-    let db = vector::connect(url).await?;
+    let db = gatehouse_tests::connect(url).await?;
     Ok(db.query_one("SELECT count(*) FROM session_context WHERE session_id = $1", &[&session]).await?.get(0))
 }
 
 /// A call's history rows, `operation:outcome` (written as the flow works, before it answers).
 async fn executions(url: &str, id: &str) -> Result<Vec<String>> {
-    let db = vector::connect(url).await?;
+    let db = gatehouse_tests::connect(url).await?;
     let rows = db
         .query(
             "SELECT operation || ':' || outcome, component FROM tool_executions
@@ -337,7 +337,7 @@ async fn executions(url: &str, id: &str) -> Result<Vec<String>> {
 }
 
 async fn call_status(url: &str, session: &str) -> Result<Vec<(String, Value)>> {
-    let db = vector::connect(url).await?;
+    let db = gatehouse_tests::connect(url).await?;
     let rows = db
         .query("SELECT status, status_history FROM tool_calls WHERE session_id = $1 ORDER BY created_at", &[&session])
         .await?;
@@ -380,7 +380,7 @@ async fn the_direct_flow_queries_stores_and_completes() -> Result<()> {
     assert_eq!(callbacks[1].body["context_key"], CONTEXT_KEY);
 
     assert_eq!(stored_context(&url, &session).await?, 1);
-    let db = vector::connect(&url).await?;
+    let db = gatehouse_tests::connect(&url).await?;
     let ttl: f64 = db
         .query_one(
             "SELECT extract(epoch FROM expires_at - created_at)::float8 FROM session_context WHERE session_id = $1",
@@ -497,7 +497,7 @@ async fn the_openai_compatible_provider_finds_the_same_documents() -> Result<()>
     );
     assert!(!failed.body.to_string().contains("sk-wrong"));
     assert!(!wrong_key.runner.logs().iter().any(|line| line.contains("sk-wrong")));
-    let db = vector::connect(&url).await?;
+    let db = gatehouse_tests::connect(&url).await?;
     let leaked: i64 = db
         .query_one("SELECT count(*) FROM tool_executions WHERE tool_call_id = $1 AND error LIKE '%sk-wrong%'", &[&id])
         .await?

@@ -149,8 +149,14 @@ pub fn start_expecting_failure(manifest: &Path, options: RunnerOptions) -> Resul
     Ok((output.status, String::from_utf8_lossy(&output.stderr).into_owned()))
 }
 
+/// A connection to the shared test database.
 pub async fn db() -> Result<tokio_postgres::Client> {
-    let (client, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await?;
+    connect(&database_url()).await
+}
+
+/// A connection to the database at `url`, driven on the current runtime.
+pub async fn connect(url: &str) -> Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
     Ok(client)
 }

@@ -69,9 +69,7 @@ impl App {
             .iter()
             .find(|(name, _)| name == "DATABASE_URL")
             .map_or_else(crate::database_url, |(_, url)| url.clone());
-        let (db, connection) = tokio_postgres::connect(&database_url, tokio_postgres::NoTls).await?;
-        tokio::spawn(connection);
-        ensure_fixture_tables(&db).await?;
+        ensure_fixture_tables(&crate::connect(&database_url).await?).await?;
         let runner = Runner::start(&lifecycle_manifest(), options)?;
         Ok(App { runner, http: reqwest::Client::new(), database_url })
     }
@@ -79,9 +77,7 @@ impl App {
     /// A connection to the database this runner serves from: the shared one, or the scratch
     /// database its options name.
     pub async fn db(&self) -> Result<tokio_postgres::Client> {
-        let (client, connection) = tokio_postgres::connect(&self.database_url, tokio_postgres::NoTls).await?;
-        tokio::spawn(connection);
-        Ok(client)
+        crate::connect(&self.database_url).await
     }
 
     pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Answer> {
@@ -329,16 +325,12 @@ impl ScratchDatabase {
             .stdout(std::process::Stdio::null())
             .status()?;
         anyhow::ensure!(status.success(), "migrating {name} failed");
-        let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
-        tokio::spawn(connection);
-        ensure_fixture_tables(&db).await?;
+        ensure_fixture_tables(&crate::connect(&url).await?).await?;
         Ok(ScratchDatabase { name, url })
     }
 
     pub async fn connect(&self) -> Result<tokio_postgres::Client> {
-        let (db, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await?;
-        tokio::spawn(connection);
-        Ok(db)
+        crate::connect(&self.url).await
     }
 
     /// Runner options that serve from this database.

@@ -20,7 +20,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 use crate::lifecycle::{App, CALLBACK_SECRET};
-use crate::{Runner, RunnerOptions, app_manifest, database_url, gatehouse_bin, workspace_root};
+use crate::{Runner, RunnerOptions, app_manifest, connect, database_url, gatehouse_bin, workspace_root};
 
 /// The tool's registry entry, as spin.toml ships it.
 pub const VECTOR_REGISTRY: &str = "query_vector_db=vector-query";
@@ -105,11 +105,6 @@ fn gatehouse(args: &[&str], url: &str) -> Result<()> {
     Ok(())
 }
 
-pub async fn connect(url: &str) -> Result<tokio_postgres::Client> {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    tokio::spawn(connection);
-    Ok(client)
-}
 
 /// The shipped application (spin.toml) on the knowledge-base database; `extra` variables
 /// override the defaults.

@@ -278,8 +278,30 @@ fn decode_q(payload: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// The message as its recipients receive it: Gmail delivers to the Bcc addresses but removes
+/// the Bcc field (with its folded lines) from what is delivered.
+pub(crate) fn without_bcc(raw: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(raw);
+    let split = text.find("\r\n\r\n").map(|i| i + 2).or_else(|| text.find("\n\n").map(|i| i + 1)).unwrap_or(text.len());
+    let (head, rest) = text.split_at(split);
+    let mut kept = String::with_capacity(raw.len());
+    let mut skipping = false;
+    for line in head.split_inclusive('\n') {
+        let continuation = line.starts_with([' ', '\t']);
+        if !continuation {
+            skipping = line.get(..4).is_some_and(|name| name.eq_ignore_ascii_case("bcc:"));
+        }
+        if !skipping {
+            kept.push_str(line);
+        }
+    }
+    kept.push_str(rest);
+    kept.into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn the_delivered_copy_has_no_bcc_field_but_keeps_the_rest() {
@@ -287,8 +309,6 @@ mod tests {
         let delivered = String::from_utf8(without_bcc(raw)).unwrap();
         assert_eq!(delivered, "To: a@x.com\r\nSubject: Bcc: is not a header here\r\n\r\nBcc: body text\r\n");
     }
-
-    use super::*;
 
     #[test]
     fn unfolds_continuation_lines_and_stops_at_the_blank_line() {
@@ -325,25 +345,4 @@ mod tests {
         assert_eq!(bare_message_id(" <a@b> "), "a@b");
         assert_eq!(bare_message_id("a@b"), "a@b");
     }
-}
-
-/// The message as its recipients receive it: Gmail delivers to the Bcc addresses but removes
-/// the Bcc field (with its folded lines) from what is delivered.
-pub(crate) fn without_bcc(raw: &[u8]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(raw);
-    let split = text.find("\r\n\r\n").map(|i| i + 2).or_else(|| text.find("\n\n").map(|i| i + 1)).unwrap_or(text.len());
-    let (head, rest) = text.split_at(split);
-    let mut kept = String::with_capacity(raw.len());
-    let mut skipping = false;
-    for line in head.split_inclusive('\n') {
-        let continuation = line.starts_with([' ', '\t']);
-        if !continuation {
-            skipping = line.get(..4).is_some_and(|name| name.eq_ignore_ascii_case("bcc:"));
-        }
-        if !skipping {
-            kept.push_str(line);
-        }
-    }
-    kept.push_str(rest);
-    kept.into_bytes()
 }
