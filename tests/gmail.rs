@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use gatehouse_fake_gmail::{Fault, StoredMessage};
 use gatehouse_tests::gmail::{GmailApp, SENDER, gmail_options, start_fake};
-use gatehouse_tests::lifecycle::{App, Answer, ProgressReply, Relay, ScratchDatabase};
+use gatehouse_tests::lifecycle::{Answer, App, ProgressReply, Relay, ScratchDatabase};
 use gatehouse_tests::{db, unique};
 use mail_parser::MessageParser;
 use reqwest::Method;
@@ -63,13 +63,18 @@ async fn the_seed_conversation_sends_one_correct_message() -> Result<()> {
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(
         created.body["message"],
-        format!("I'll send an email to john@gmail.com, copying ops@example.org and 1 blind copy about '{subject}'. Confirm to proceed.")
+        format!(
+            "I'll send an email to john@gmail.com, copying ops@example.org and 1 blind copy about '{subject}'. Confirm to proceed."
+        )
     );
     let id = created.body["tool_call_id"].as_str().context("id")?.to_owned();
 
     let modified = app
-        .send(Method::PATCH, &format!("/voice-tools/modify/{id}"),
-            Some(json!({"parameters": {"to": "john.smith@gmail.com"}, "reason": "the caller spelled the address"})))
+        .send(
+            Method::PATCH,
+            &format!("/voice-tools/modify/{id}"),
+            Some(json!({"parameters": {"to": "john.smith@gmail.com"}, "reason": "the caller spelled the address"})),
+        )
         .await?;
     assert_eq!(modified.status, 200, "{}", modified.body);
     assert_eq!(modified.body["modification_applied"]["new"], "john.smith@gmail.com");
@@ -77,7 +82,10 @@ async fn the_seed_conversation_sends_one_correct_message() -> Result<()> {
     assert_eq!(app.confirm(&id).await?.status, 202);
     let checkpoint = relay.wait_for(&id, "checkpoint", SETTLE).await?;
     assert!(checkpoint.signature_valid);
-    assert_eq!(checkpoint.body["message"], format!("The email to john.smith@gmail.com about '{subject}' is ready. Shall I send it?"));
+    assert_eq!(
+        checkpoint.body["message"],
+        format!("The email to john.smith@gmail.com about '{subject}' is ready. Shall I send it?")
+    );
     let drafts = fake.drafts();
     assert_eq!(drafts.len(), 1, "prepare creates exactly one draft");
     assert!(fake.sent().is_empty(), "nothing is sent before proceed");
@@ -116,7 +124,8 @@ async fn the_seed_conversation_sends_one_correct_message() -> Result<()> {
         !delivered.to_ascii_lowercase().contains("audit@example.org"),
         "the bcc recipient must not appear in what the recipients receive:\n{delivered}"
     );
-    let received = MessageParser::default().parse(&message.delivered).context("the delivered message does not parse")?;
+    let received =
+        MessageParser::default().parse(&message.delivered).context("the delivered message does not parse")?;
     assert!(received.bcc().is_none());
     assert_eq!(addresses(received.to()), ["john.smith@gmail.com"]);
     assert_eq!(message.bcc, ["audit@example.org"], "but Gmail was told to deliver to it");
@@ -141,10 +150,12 @@ async fn header_injection_and_bad_addresses_are_refused() -> Result<()> {
     for (parameters, field) in cases {
         let answer = create(&app, &session, parameters.clone(), &relay).await?;
         assert_eq!(answer.status, 422, "{parameters}: {}", answer.body);
-        let fields: Vec<&str> = answer.body["fields"].as_array().context("fields")?.iter().filter_map(|f| f["field"].as_str()).collect();
+        let fields: Vec<&str> =
+            answer.body["fields"].as_array().context("fields")?.iter().filter_map(|f| f["field"].as_str()).collect();
         assert!(fields.contains(&field), "{parameters}: expected a problem with {field}, got {}", answer.body);
     }
-    let count: i64 = db().await?.query_one("SELECT count(*) FROM tool_calls WHERE session_id = $1", &[&session]).await?.get(0);
+    let count: i64 =
+        db().await?.query_one("SELECT count(*) FROM tool_calls WHERE session_id = $1", &[&session]).await?.get(0);
     assert_eq!(count, 0, "a refused call is not recorded");
     assert!(fake.requests().iter().all(|r| r.operation.starts_with("_fake")), "Gmail was never called");
     Ok(())
@@ -190,7 +201,10 @@ async fn a_persistent_5xx_fails_the_call_with_a_spoken_reason() -> Result<()> {
     fake.inject(Fault::status("drafts.create", 503).times(1000));
     assert_eq!(app.confirm(&id).await?.status, 202);
     let call = app.wait_for(&id, "FAILED", SETTLE).await?;
-    assert_eq!(call["voice_response"], "Gmail isn't responding right now, so the email was not sent. Please try again in a minute.");
+    assert_eq!(
+        call["voice_response"],
+        "Gmail isn't responding right now, so the email was not sent. Please try again in a minute."
+    );
     assert!(fake.sent().is_empty() && fake.drafts().is_empty());
     let completion = relay.wait_for(&id, "completion", SETTLE).await?;
     assert_eq!(completion.body["status"], "FAILED");
@@ -226,8 +240,11 @@ async fn a_crash_right_after_the_send_completes_with_the_sent_message() -> Resul
     assert_eq!(call["result"]["message_id"], sent[0].id.as_str());
     assert_eq!(call["attempts"], 2, "{call}");
     // The held-back answer was never given (its runner died), so any send on record would be a resend.
-    let resends: Vec<_> =
-        fake.requests().into_iter().filter(|r| r.operation == "drafts.send" || r.operation == "messages.send").collect();
+    let resends: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.operation == "drafts.send" || r.operation == "messages.send")
+        .collect();
     assert!(resends.is_empty(), "the survivor sent again: {resends:?}");
     assert!(fake.requests().iter().any(|r| r.operation == "messages.list"), "the survivor looked in the Sent folder");
     Ok(())
@@ -283,7 +300,10 @@ async fn history(id: &str, expected: usize) -> Result<Vec<String>> {
             .await?;
         if rows.len() >= expected || Instant::now() > deadline {
             for row in &rows {
-                assert_eq!((row.get::<_, String>(1), row.get::<_, String>(2)), ("gmail".into(), env!("CARGO_PKG_VERSION").into()));
+                assert_eq!(
+                    (row.get::<_, String>(1), row.get::<_, String>(2)),
+                    ("gmail".into(), env!("CARGO_PKG_VERSION").into())
+                );
             }
             return Ok(rows.iter().map(|row| row.get(0)).collect());
         }
@@ -365,7 +385,8 @@ async fn reference_context_must_exist_and_be_unexpired() -> Result<()> {
         &[&session],
     )
     .await?;
-    let with = |key: &str| json!({"to": "a@example.com", "subject": "Numbers", "body": "See above", "reference_context": key});
+    let with =
+        |key: &str| json!({"to": "a@example.com", "subject": "Numbers", "body": "See above", "reference_context": key});
     let accepted = create(&app, &session, with("fresh"), &relay).await?;
     assert_eq!(accepted.status, 201, "{}", accepted.body);
     assert_eq!(accepted.body["parameters"]["reference_context"], "fresh", "recorded for the audit trail");

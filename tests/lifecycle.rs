@@ -33,7 +33,10 @@ async fn effects(app: &App, id: &str) -> Result<i64> {
 async fn operations(app: &App, id: &str, operation: &str) -> Result<i64> {
     let db = app.db().await?;
     Ok(db
-        .query_one("SELECT count(*) FROM fixture_tool_log WHERE tool_call_id = $1 AND operation = $2", &[&id, &operation])
+        .query_one(
+            "SELECT count(*) FROM fixture_tool_log WHERE tool_call_id = $1 AND operation = $2",
+            &[&id, &operation],
+        )
         .await?
         .get(0))
 }
@@ -52,7 +55,12 @@ async fn operations_reaching(app: &App, id: &str, operation: &str, expected: i64
 }
 
 fn statuses(call: &Value) -> Vec<String> {
-    call["status_history"].as_array().into_iter().flatten().filter_map(|e| e["status"].as_str().map(str::to_owned)).collect()
+    call["status_history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["status"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The seed's conversation: wrong address, corrected, confirmed, checkpoint, proceed, sent.
@@ -61,12 +69,14 @@ async fn the_seed_conversation_step_by_step() -> Result<()> {
     let app = app().await?;
     let relay = Relay::start().await?;
     let session = unique("seed");
-    let created = app
-        .create(&session, json!({"to": "john@gmail.com", "subject": "Meeting Tomorrow"}), Some(&relay.url))
-        .await?;
+    let created =
+        app.create(&session, json!({"to": "john@gmail.com", "subject": "Meeting Tomorrow"}), Some(&relay.url)).await?;
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.body["status"], "PENDING");
-    assert_eq!(created.body["message"], "I'll send a message to john@gmail.com about 'Meeting Tomorrow'. Confirm to proceed.");
+    assert_eq!(
+        created.body["message"],
+        "I'll send a message to john@gmail.com about 'Meeting Tomorrow'. Confirm to proceed."
+    );
     assert_eq!(created.body["actions_available"], json!(["confirm", "modify", "cancel"]));
     assert!(created.body["expires_at"].is_string());
     let id = created.body["tool_call_id"].as_str().unwrap_or_default().to_owned();
@@ -181,8 +191,9 @@ async fn cancel_at_pending_then_every_other_action_is_refused() -> Result<()> {
     assert_eq!(confirm.body["error"], "Cannot confirm non-pending tool call");
     assert_eq!(confirm.body["status"], "CANCELLED");
     assert_eq!(confirm.body["tool_call_id"], id);
-    let modify =
-        app.send(Method::PATCH, &format!("/voice-tools/modify/{id}"), Some(json!({"parameters": {"to": "b@x.io"}}))).await?;
+    let modify = app
+        .send(Method::PATCH, &format!("/voice-tools/modify/{id}"), Some(json!({"parameters": {"to": "b@x.io"}})))
+        .await?;
     assert_eq!(modify.status, 409);
     assert_eq!(effects(&app, &id).await?, 0);
     Ok(())
@@ -255,12 +266,11 @@ async fn cancel_after_the_side_effect_started_is_refused_and_the_call_completes(
 async fn concurrent_confirm_and_cancel_never_both_win() -> Result<()> {
     let app = app().await?;
     let session = unique("race");
-    let ids: Vec<String> = join_all(
-        (0..200).map(|_| app.create_id(&session, json!({"to": "r@example.com", "checkpoint": false}), None)),
-    )
-    .await
-    .into_iter()
-    .collect::<Result<_>>()?;
+    let ids: Vec<String> =
+        join_all((0..200).map(|_| app.create_id(&session, json!({"to": "r@example.com", "checkpoint": false}), None)))
+            .await
+            .into_iter()
+            .collect::<Result<_>>()?;
     let answers = join_all(ids.iter().map(|id| async {
         let (confirm, cancel) = tokio::join!(app.confirm(id), app.cancel(id));
         (id.clone(), confirm, cancel)
@@ -327,10 +337,18 @@ async fn a_trap_in_prepare_is_redriven_by_the_sweeper_until_the_attempts_run_out
     let app = isolated_app(&scratch).await?;
     let session = unique("trap");
     let twice = app
-        .create_id(&session, json!({"to": "t@example.com", "checkpoint": false, "trap_in": "prepare", "trap_times": 2}), None)
+        .create_id(
+            &session,
+            json!({"to": "t@example.com", "checkpoint": false, "trap_in": "prepare", "trap_times": 2}),
+            None,
+        )
         .await?;
     let always = app
-        .create_id(&session, json!({"to": "t@example.com", "checkpoint": false, "trap_in": "prepare", "trap_times": 3}), None)
+        .create_id(
+            &session,
+            json!({"to": "t@example.com", "checkpoint": false, "trap_in": "prepare", "trap_times": 3}),
+            None,
+        )
         .await?;
     assert_eq!(app.confirm(&twice).await?.status, 202);
     assert_eq!(app.confirm(&always).await?.status, 202);
@@ -379,8 +397,9 @@ async fn a_pending_call_past_its_ttl_is_expired_everywhere() -> Result<()> {
     assert_eq!(app.status(&id).await?.body["status"], "EXPIRED");
     let confirm = app.confirm(&id).await?;
     assert_eq!((confirm.status, confirm.body["code"].as_str()), (410, Some("expired")));
-    let modify =
-        app.send(Method::PATCH, &format!("/voice-tools/modify/{id}"), Some(json!({"parameters": {"to": "b@x.io"}}))).await?;
+    let modify = app
+        .send(Method::PATCH, &format!("/voice-tools/modify/{id}"), Some(json!({"parameters": {"to": "b@x.io"}})))
+        .await?;
     assert_eq!(modify.status, 410);
     assert_eq!(app.cancel(&id).await?.status, 410);
     let context = app.send(Method::GET, &format!("/voice-tools/context/{session}"), None).await?;
@@ -406,7 +425,9 @@ async fn bad_input_is_refused_and_nothing_is_written() -> Result<()> {
     let session = unique("bad");
     let count = || async {
         let db = db().await?;
-        anyhow::Ok(db.query_one("SELECT count(*) FROM tool_calls WHERE session_id = $1", &[&session]).await?.get::<_, i64>(0))
+        anyhow::Ok(
+            db.query_one("SELECT count(*) FROM tool_calls WHERE session_id = $1", &[&session]).await?.get::<_, i64>(0),
+        )
     };
     let post = |body: Value| app.send(Method::POST, "/voice-tools/pending", Some(body));
 
@@ -549,9 +570,7 @@ async fn two_runners_share_the_work_without_running_anything_twice() -> Result<(
         async move {
             let (confirm, cancel, _) = tokio::join!(
                 mine.confirm(id),
-                async {
-                    if i % 3 == 0 { Some(theirs.cancel(id).await) } else { None }
-                },
+                async { if i % 3 == 0 { Some(theirs.cancel(id).await) } else { None } },
                 theirs.sweep()
             );
             (id.clone(), confirm, cancel)
@@ -598,15 +617,20 @@ fn the_test_manifest_matches_the_application() -> Result<()> {
     };
     let (app, test) = (read("spin.toml")?, read("tests/fixtures/lifecycle.toml")?);
     let components = |t: &toml::Table| -> Vec<(String, toml::Value)> {
-        let mut list: Vec<_> = t["component"].as_table().into_iter().flatten().map(|(id, c)| {
-            let mut c = c.clone();
-            if let Some(c) = c.as_table_mut() {
-                c.remove("build");
-                let source = c.get("source").and_then(|s| s.as_str()).unwrap_or_default().replace("../../", "");
-                c.insert("source".into(), source.into());
-            }
-            (id.clone(), c)
-        }).collect();
+        let mut list: Vec<_> = t["component"]
+            .as_table()
+            .into_iter()
+            .flatten()
+            .map(|(id, c)| {
+                let mut c = c.clone();
+                if let Some(c) = c.as_table_mut() {
+                    c.remove("build");
+                    let source = c.get("source").and_then(|s| s.as_str()).unwrap_or_default().replace("../../", "");
+                    c.insert("source".into(), source.into());
+                }
+                (id.clone(), c)
+            })
+            .collect();
         list.sort_by(|a, b| a.0.cmp(&b.0));
         list
     };
@@ -712,13 +736,16 @@ async fn status_long_polls_until_the_call_moves_on() -> Result<()> {
     let id = app.create_id(&unique("poll"), json!({"to": "w@example.com", "delay_ms": {"prepare": 600}}), None).await?;
     assert_eq!(app.confirm(&id).await?.status, 202);
     let started = std::time::Instant::now();
-    let polled = app.send_with(Method::GET, &format!("/voice-tools/status/{id}"), None, &[("prefer", "wait=10")]).await?;
+    let polled =
+        app.send_with(Method::GET, &format!("/voice-tools/status/{id}"), None, &[("prefer", "wait=10")]).await?;
     assert_eq!(polled.body["status"], "PREPARED", "{}", polled.body);
     assert!(started.elapsed() < Duration::from_secs(10));
     // A short wait on a call that stays EXECUTING answers with EXECUTING when it runs out.
-    let slow = app.create_id(&unique("poll"), json!({"to": "w@example.com", "delay_ms": {"prepare": 3000}}), None).await?;
+    let slow =
+        app.create_id(&unique("poll"), json!({"to": "w@example.com", "delay_ms": {"prepare": 3000}}), None).await?;
     assert_eq!(app.confirm(&slow).await?.status, 202);
-    let polled = app.send_with(Method::GET, &format!("/voice-tools/status/{slow}"), None, &[("prefer", "wait=1")]).await?;
+    let polled =
+        app.send_with(Method::GET, &format!("/voice-tools/status/{slow}"), None, &[("prefer", "wait=1")]).await?;
     assert_eq!(polled.body["status"], "EXECUTING");
     assert_eq!(polled.headers.get("preference-applied").and_then(|v| v.to_str().ok()), Some("wait=1"));
     Ok(())

@@ -96,7 +96,10 @@ async fn an_mcp_client_runs_the_seed_conversation() -> Result<()> {
     )
     .await?;
     assert_eq!(created["status"], "PENDING");
-    assert_eq!(created["message"], "I'll send a message to john@gmail.com about 'Meeting Tomorrow'. Confirm to proceed.");
+    assert_eq!(
+        created["message"],
+        "I'll send a message to john@gmail.com about 'Meeting Tomorrow'. Confirm to proceed."
+    );
     let id = created["tool_call_id"].as_str().context("no id")?.to_owned();
 
     // "No, john.smith@gmail.com."
@@ -106,7 +109,10 @@ async fn an_mcp_client_runs_the_seed_conversation() -> Result<()> {
         json!({"tool_call_id": id, "parameters": {"to": "john.smith@gmail.com"}, "reason": "caller corrected it"}),
     )
     .await?;
-    assert_eq!(modified["modification_applied"], json!({"field": "to", "old": "john@gmail.com", "new": "john.smith@gmail.com"}));
+    assert_eq!(
+        modified["modification_applied"],
+        json!({"field": "to", "old": "john@gmail.com", "new": "john.smith@gmail.com"})
+    );
 
     // "Yes." The call runs to its checkpoint.
     let prepared = ok(&client, "confirm_tool", json!({"tool_call_id": id, "wait_seconds": 10})).await?;
@@ -115,7 +121,8 @@ async fn an_mcp_client_runs_the_seed_conversation() -> Result<()> {
     assert!(checkpoint.signature_valid);
 
     // "Go ahead."
-    let completed = ok(&client, "resume_tool", json!({"tool_call_id": id, "action": "proceed", "wait_seconds": 10})).await?;
+    let completed =
+        ok(&client, "resume_tool", json!({"tool_call_id": id, "action": "proceed", "wait_seconds": 10})).await?;
     assert_eq!(completed["status"], "COMPLETED", "{completed}");
     assert_eq!(completed["voice_response"], "Done: the message to john.smith@gmail.com was sent.");
     let status = ok(&client, "get_status", json!({"tool_call_id": id})).await?;
@@ -153,8 +160,12 @@ async fn an_mcp_client_runs_the_seed_conversation() -> Result<()> {
     assert!(refusal["error"].as_str().is_some_and(|s| s.ends_with('.')), "{refusal}");
     let too_late = answer(&call(&client, "confirm_tool", json!({"tool_call_id": second_id})).await?)?;
     assert_eq!((too_late["code"].as_str(), too_late["status"].as_str()), (Some("invalid_state"), Some("CANCELLED")));
-    let missing = answer(&call(&client, "get_session_context", json!({"session_id": session, "context_key": "k"})).await?)?;
-    assert_eq!((missing["code"].as_str(), missing["error"].as_str()), (Some("not_found"), Some("Not found or expired")));
+    let missing =
+        answer(&call(&client, "get_session_context", json!({"session_id": session, "context_key": "k"})).await?)?;
+    assert_eq!(
+        (missing["code"].as_str(), missing["error"].as_str()),
+        (Some("not_found"), Some("Not found or expired"))
+    );
     let unknown_argument = answer(&call(&client, "get_status", json!({"tool_call_id": id, "verbose": true})).await?)?;
     assert_eq!(unknown_argument["code"], "invalid_input");
 

@@ -40,7 +40,8 @@ pub fn gmail_variables(fake: &FakeGmail) -> Vec<(String, String)> {
 }
 
 pub async fn start_fake() -> Result<FakeGmail> {
-    FakeGmail::start("127.0.0.1:0".parse()?, FakeGmailConfig { sender: SENDER.into(), ..FakeGmailConfig::default() }).await
+    FakeGmail::start("127.0.0.1:0".parse()?, FakeGmailConfig { sender: SENDER.into(), ..FakeGmailConfig::default() })
+        .await
 }
 
 impl GmailApp {

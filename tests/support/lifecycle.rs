@@ -273,14 +273,19 @@ async fn receive(
         json!({"continue": true})
     };
     if let Ok(mut received) = sink.lock() {
-        received.push(Received {
-            kind,
-            body: payload,
-            signature_valid,
-            traceparent,
-        });
+        received.push(Received { kind, body: payload, signature_valid, traceparent });
     }
-    let fail = failures.lock().map(|mut left| if *left > 0 { *left -= 1; true } else { false }).unwrap_or(false);
+    let fail = failures
+        .lock()
+        .map(|mut left| {
+            if *left > 0 {
+                *left -= 1;
+                true
+            } else {
+                false
+            }
+        })
+        .unwrap_or(false);
     let mut response = hyper::Response::new(Full::new(Bytes::from(reply.to_string())));
     if fail {
         *response.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;

@@ -105,7 +105,6 @@ fn gatehouse(args: &[&str], url: &str) -> Result<()> {
     Ok(())
 }
 
-
 /// The shipped application (spin.toml) on the knowledge-base database; `extra` variables
 /// override the defaults.
 pub async fn start(extra: &[(&str, &str)]) -> Result<(App, String)> {

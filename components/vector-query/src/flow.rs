@@ -60,7 +60,8 @@ pub async fn query_vector_db(component: Component, req: Request) -> Result<Reply
 
 /// Walks the gates; the call as the flow left it.
 async fn run(flow: &mut GatedFlow) -> Result<ToolCall, ApiError> {
-    if let Passage::Stopped(call) = flow.gate("QUERYING", Operation::Execute, "Searching the documents.", false).await? {
+    if let Passage::Stopped(call) = flow.gate("QUERYING", Operation::Execute, "Searching the documents.", false).await?
+    {
         return Ok(*call);
     }
     if let Passage::Stopped(call) = flow.begin_side_effect()? {

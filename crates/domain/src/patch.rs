@@ -40,12 +40,11 @@ pub fn changed_fields(before: &Map<String, Value>, after: &Map<String, Value>) -
         .filter(|(key, old)| after.get(*key) != Some(*old))
         .map(|(key, old)| FieldChange { field: key.clone(), old: Some(old.clone()), new: after.get(key).cloned() })
         .collect();
-    changes.extend(
-        after
-            .iter()
-            .filter(|(key, _)| !before.contains_key(*key))
-            .map(|(key, new)| FieldChange { field: key.clone(), old: None, new: Some(new.clone()) }),
-    );
+    changes.extend(after.iter().filter(|(key, _)| !before.contains_key(*key)).map(|(key, new)| FieldChange {
+        field: key.clone(),
+        old: None,
+        new: Some(new.clone()),
+    }));
     changes
 }
 
@@ -73,12 +72,12 @@ mod tests {
             (json!({"a":"c"}), json!({"a":["b"]}), json!({"a":["b"]})),
             (json!({"a":{"b":"c"}}), json!({"a":{"b":"d","c":null}}), json!({"a":{"b":"d"}})),
             (json!({"a":[{"b":"c"}]}), json!({"a":[1]}), json!({"a":[1]})),
-            (json!(["a","b"]), json!(["c","d"]), json!(["c","d"])),
+            (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
             (json!({"a":"b"}), json!(["c"]), json!(["c"])),
             (json!({"a":"foo"}), json!(null), json!(null)),
             (json!({"a":"foo"}), json!("bar"), json!("bar")),
             (json!({"e":null}), json!({"a":1}), json!({"e":null,"a":1})),
-            (json!([1,2]), json!({"a":"b","c":null}), json!({"a":"b"})),
+            (json!([1, 2]), json!({"a":"b","c":null}), json!({"a":"b"})),
             (json!({}), json!({"a":{"bb":{"ccc":null}}}), json!({"a":{"bb":{}}})),
         ];
         for (target, patch, expected) in cases {

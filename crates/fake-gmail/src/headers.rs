@@ -305,7 +305,8 @@ mod tests {
 
     #[test]
     fn the_delivered_copy_has_no_bcc_field_but_keeps_the_rest() {
-        let raw = b"To: a@x.com\r\nBcc: b@x.com,\r\n c@x.com\r\nSubject: Bcc: is not a header here\r\n\r\nBcc: body text\r\n";
+        let raw =
+            b"To: a@x.com\r\nBcc: b@x.com,\r\n c@x.com\r\nSubject: Bcc: is not a header here\r\n\r\nBcc: body text\r\n";
         let delivered = String::from_utf8(without_bcc(raw)).unwrap();
         assert_eq!(delivered, "To: a@x.com\r\nSubject: Bcc: is not a header here\r\n\r\nBcc: body text\r\n");
     }

@@ -68,7 +68,9 @@ fn atext(c: char) -> bool {
 }
 
 fn valid_local(local: &str) -> bool {
-    !local.is_empty() && local.len() <= LOCAL_MAX && local.split('.').all(|atom| !atom.is_empty() && atom.chars().all(atext))
+    !local.is_empty()
+        && local.len() <= LOCAL_MAX
+        && local.split('.').all(|atom| !atom.is_empty() && atom.chars().all(atext))
 }
 
 fn valid_domain(domain: &str) -> bool {
@@ -96,9 +98,20 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_an_address() {
-        for bad in ["john", "john@", "@gmail.com", "john@gmail", "jo hn@gmail.com", "a..b@x.com", ".a@x.com",
-            "a@-x.com", "a@x.c0m", "a@b@c.com", "John <john@x.com>", "a,b@x.com"]
-        {
+        for bad in [
+            "john",
+            "john@",
+            "@gmail.com",
+            "john@gmail",
+            "jo hn@gmail.com",
+            "a..b@x.com",
+            ".a@x.com",
+            "a@-x.com",
+            "a@x.c0m",
+            "a@b@c.com",
+            "John <john@x.com>",
+            "a,b@x.com",
+        ] {
             assert!(Address::parse(bad).is_err(), "{bad} was accepted");
         }
     }

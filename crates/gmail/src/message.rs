@@ -206,7 +206,12 @@ mod tests {
     #[test]
     fn ascii_bodies_are_7bit_with_crlf() {
         let sender = Address::parse("g@example.com").unwrap();
-        let message = Message::build(&sender, &email(json!({"to": "a@x.com", "subject": "s", "body": "one\ntwo"})), "tc_000000000001", 0);
+        let message = Message::build(
+            &sender,
+            &email(json!({"to": "a@x.com", "subject": "s", "body": "one\ntwo"})),
+            "tc_000000000001",
+            0,
+        );
         let raw = String::from_utf8(message.raw).unwrap();
         assert!(raw.contains("Content-Transfer-Encoding: 7bit\r\n"));
         assert!(raw.ends_with("\r\n\r\none\r\ntwo"));

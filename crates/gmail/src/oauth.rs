@@ -85,9 +85,14 @@ impl<'a> TokenSource<'a> {
         let headers = [("content-type", "application/x-www-form-urlencoded"), ("accept", "application/json")];
         let mut last_problem = String::new();
         for attempt in 1..=GRANT_ATTEMPTS {
-            let sent =
-                gatehouse_http::send(Method::Post, &self.config.token_url, &headers, form.clone().into_bytes(), GRANT_TIMEOUT)
-                    .await;
+            let sent = gatehouse_http::send(
+                Method::Post,
+                &self.config.token_url,
+                &headers,
+                form.clone().into_bytes(),
+                GRANT_TIMEOUT,
+            )
+            .await;
             match sent {
                 Ok(answer) if answer.is_success() => {
                     return serde_json::from_slice(&answer.body)

@@ -123,7 +123,11 @@ fn recipients(
     addresses
 }
 
-fn subject(parameters: &Map<String, Value>, normalized: &mut Map<String, Value>, problems: &mut Vec<FieldProblem>) -> String {
+fn subject(
+    parameters: &Map<String, Value>,
+    normalized: &mut Map<String, Value>,
+    problems: &mut Vec<FieldProblem>,
+) -> String {
     let Some(subject) = parameters.get("subject").and_then(Value::as_str) else {
         problems.push(FieldProblem::new("subject", "is required and must be text"));
         return String::new();
@@ -194,7 +198,10 @@ mod tests {
         assert_eq!(normalized["to"], json!("John@gmail.com"));
         assert_eq!(normalized["cc"], json!(["a@x.org"]));
         assert_eq!(normalized["subject"], json!("Meeting"));
-        assert_eq!(summarize(&checked), "I'll send an email to John@gmail.com, copying a@x.org about 'Meeting'. Confirm to proceed.");
+        assert_eq!(
+            summarize(&checked),
+            "I'll send an email to John@gmail.com, copying a@x.org about 'Meeting'. Confirm to proceed."
+        );
     }
 
     #[test]
@@ -212,7 +219,12 @@ mod tests {
 
     #[test]
     fn summary_lists_recipients_as_spoken() {
-        let (checked, _) = parse(json!({"to": ["a@x.com", "b@x.com", "c@x.com"], "bcc": "d@x.com", "subject": "Q3", "body": ""})).unwrap();
-        assert_eq!(summarize(&checked), "I'll send an email to a@x.com, b@x.com and c@x.com and 1 blind copy about 'Q3'. Confirm to proceed.");
+        let (checked, _) =
+            parse(json!({"to": ["a@x.com", "b@x.com", "c@x.com"], "bcc": "d@x.com", "subject": "Q3", "body": ""}))
+                .unwrap();
+        assert_eq!(
+            summarize(&checked),
+            "I'll send an email to a@x.com, b@x.com and c@x.com and 1 blind copy about 'Q3'. Confirm to proceed."
+        );
     }
 }

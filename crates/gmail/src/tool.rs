@@ -95,7 +95,8 @@ impl Tool for GmailTool {
         let email = email(request)?;
         let message = Message::build(&config.sender, &email, &tool_call_id(request)?, now());
         // A prepare that is run again (after a crash, or a lost answer) adopts its own draft.
-        let existing = if request.attempt > 1 { gmail.find_draft(&message.message_id).await.map_err(failure)? } else { None };
+        let existing =
+            if request.attempt > 1 { gmail.find_draft(&message.message_id).await.map_err(failure)? } else { None };
         let draft = match existing {
             Some(draft) => draft,
             None => create_draft_once(&gmail, &message).await?,
@@ -107,7 +108,8 @@ impl Tool for GmailTool {
                 spoken_recipients(&email),
                 email.subject
             ),
-            state: serde_json::to_value(state).map_err(|e| ToolFailure::new(format!("encoding the draft state: {e}")))?,
+            state: serde_json::to_value(state)
+                .map_err(|e| ToolFailure::new(format!("encoding the draft state: {e}")))?,
         }))
     }
 
@@ -172,7 +174,11 @@ async fn create_draft_once(gmail: &Gmail<'_>, message: &Message) -> Result<Draft
 /// Sends the draft. When an answer is lost, the Sent folder and the draft say what happened:
 /// the message is there (done), or the draft still is (not sent, so sending again is safe),
 /// or neither (unknown: the call fails rather than risk a second email).
-async fn send_draft_once(gmail: &Gmail<'_>, email: &EmailParameters, state: &DraftState) -> Result<Executed, ToolFailure> {
+async fn send_draft_once(
+    gmail: &Gmail<'_>,
+    email: &EmailParameters,
+    state: &DraftState,
+) -> Result<Executed, ToolFailure> {
     for attempt in 1..=UNCERTAIN_ROUNDS {
         match gmail.send_draft(&state.draft_id).await {
             Ok(sent) => return Ok(sent_result(email, state, sent)),
@@ -234,7 +240,9 @@ fn failure(error: GmailError) -> ToolFailure {
         GmailError::Credentials(_) => "Gmail didn't accept this server's credentials, so the email was not sent.",
         GmailError::NotFound => "The draft for this email is gone, so it was not sent.",
         GmailError::Refused { .. } => "Gmail refused this email, so it was not sent.",
-        GmailError::Unavailable(_) => "Gmail isn't responding right now, so the email was not sent. Please try again in a minute.",
+        GmailError::Unavailable(_) => {
+            "Gmail isn't responding right now, so the email was not sent. Please try again in a minute."
+        }
         GmailError::Uncertain(_) => "Gmail didn't answer clearly, and the email was not sent.",
     };
     ToolFailure::new(sentence)

@@ -44,9 +44,10 @@ pub fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
 /// The decoded value of a query-string parameter.
 pub fn query_param(req: &Request, name: &str) -> Option<String> {
     let query = req.query();
-    query.split('&').filter_map(|pair| pair.split_once('=').or(Some((pair, "")))).find_map(|(key, value)| {
-        (percent_decode(key) == name).then(|| percent_decode(value))
-    })
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find_map(|(key, value)| (percent_decode(key) == name).then(|| percent_decode(value)))
 }
 
 fn percent_decode(text: &str) -> String {

@@ -101,7 +101,8 @@ pub fn log_line(level: &str, message: &str) {
 fn parse_traceparent(value: &str) -> Option<(String, String)> {
     let mut parts = value.trim().split('-');
     let (version, trace, parent, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let is_hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let is_hex =
+        |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     let not_zero = |s: &str| s.bytes().any(|b| b != b'0');
     let valid = is_hex(version, 2)
         && version != "ff"

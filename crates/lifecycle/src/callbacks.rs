@@ -100,7 +100,12 @@ pub(crate) async fn deliver(
         Err(error) => {
             gatehouse_http::log_line(
                 "warn",
-                &format!("{} callback for {}: {}", kind.as_str(), call.tool_call_id, error.detail.unwrap_or(error.message)),
+                &format!(
+                    "{} callback for {}: {}",
+                    kind.as_str(),
+                    call.tool_call_id,
+                    error.detail.unwrap_or(error.message)
+                ),
             );
             None
         }
@@ -117,8 +122,8 @@ async fn try_deliver(
     let Some(url) = call.callback_url.clone().or(Config::callback_default_url()?) else {
         return Ok(None);
     };
-    let body =
-        serde_json::to_vec(payload).map_err(|e| ApiError::internal().with_detail(format!("encoding a callback: {e}")))?;
+    let body = serde_json::to_vec(payload)
+        .map_err(|e| ApiError::internal().with_detail(format!("encoding a callback: {e}")))?;
     // The allowlist is checked again at send time: the configuration may have changed since
     // the URL was accepted.
     if let Err(problem) = Config::callback_allowlist()?.check(&url) {
@@ -134,8 +139,7 @@ async fn try_deliver(
     for attempt in 1..=attempts {
         let unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
         let signature = callback::sign(secret.as_bytes(), unix, &body);
-        let mut headers =
-            vec![("content-type", "application/json"), (callback::SIGNATURE_HEADER, signature.as_str())];
+        let mut headers = vec![("content-type", "application/json"), (callback::SIGNATURE_HEADER, signature.as_str())];
         headers.push(("x-gatehouse-callback", kind.as_str()));
         if let Some(traceparent) = &traceparent {
             headers.push(("traceparent", traceparent));

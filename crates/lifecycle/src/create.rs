@@ -114,7 +114,12 @@ pub(crate) fn tool_error(error: ToolError, tool: &str) -> ApiError {
 }
 
 /// What makes two creates "the same request" for Idempotency-Key: everything the client sent.
-fn fingerprint(session_id: &SessionId, function: &str, parameters: &Map<String, Value>, request: &CreateRequest) -> String {
+fn fingerprint(
+    session_id: &SessionId,
+    function: &str,
+    parameters: &Map<String, Value>,
+    request: &CreateRequest,
+) -> String {
     // serde_json's maps are ordered, so equal requests serialize identically.
     let canonical = json!({
         "session_id": session_id,

@@ -49,12 +49,7 @@ pub async fn drive(request: DriveRequest) -> Result<Reply, ApiError> {
     Ok(Reply::from(gatehouse_http::json_response(200, &body)).then(follow_up(follow_ups)))
 }
 
-async fn run(
-    tool: &ToolClient,
-    call: ToolCall,
-    owner: &str,
-    follow_ups: &mut Vec<FollowUp>,
-) -> Result<(), ApiError> {
+async fn run(tool: &ToolClient, call: ToolCall, owner: &str, follow_ups: &mut Vec<FollowUp>) -> Result<(), ApiError> {
     let id = call.tool_call_id.clone();
     let mut checkpoint = call.checkpoint.clone();
 
@@ -147,7 +142,9 @@ fn settle_failure(
     match error {
         ToolError::Refused(refusal) => {
             let reason = format!("{operation} failed: {}", refusal.error);
-            if let Transition::Applied { after, .. } = gatehouse_store::fail_call(&db()?, id, owner, &reason, &refusal.error)? {
+            if let Transition::Applied { after, .. } =
+                gatehouse_store::fail_call(&db()?, id, owner, &reason, &refusal.error)?
+            {
                 follow_ups.push(FollowUp::Completion(*after));
             }
         }

@@ -61,12 +61,11 @@ pub fn start<T: Tool>(
     let identity = gatehouse_tool::identity(tool, component);
     let trace_id = gatehouse_http::trace_id();
     let validation = Execution::begin(identity.clone(), Operation::Validate, None, Some(&trace_id));
-    let validated = tool.validate(parameters).and_then(|parameters| {
-        match tool.check_references(&parameters, Some(&session_id)) {
+    let validated =
+        tool.validate(parameters).and_then(|parameters| match tool.check_references(&parameters, Some(&session_id)) {
             problems if problems.is_empty() => Ok(parameters),
             problems => Err(problems),
-        }
-    });
+        });
     let refused = "Some of the details aren't valid.";
     let outcome = if validated.is_ok() { Outcome::Ok } else { Outcome::Rejected };
     validation.end(outcome, validated.is_err().then_some(refused)).write();
@@ -198,7 +197,8 @@ impl GatedFlow {
     /// Records the checkpoint `prepare` returned: the call is PREPARED until the next gate.
     pub fn prepared(&mut self, checkpoint: &Checkpoint) -> Result<Passage, ApiError> {
         let ttl = Config::checkpoint_ttl_seconds()?;
-        let moved = gatehouse_store::mark_prepared(&db()?, &self.call.tool_call_id, &self.lease_owner, checkpoint, ttl)?;
+        let moved =
+            gatehouse_store::mark_prepared(&db()?, &self.call.tool_call_id, &self.lease_owner, checkpoint, ttl)?;
         self.follow(moved)
     }
 

@@ -20,7 +20,8 @@ const POLL_INTERVAL: Duration = Duration::from_millis(25);
 pub async fn status(id: &ToolCallId, wait: Option<Duration>) -> Result<Reply, ApiError> {
     let deadline = wait.map(|wait| Instant::now() + wait);
     loop {
-        let call = gatehouse_store::get_call(&gatehouse_http::open_db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
+        let call =
+            gatehouse_store::get_call(&gatehouse_http::open_db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
         let waiting = call.status == Status::Executing && deadline.is_some_and(|d| Instant::now() < d);
         if !waiting {
             let mut response = gatehouse_http::json_response(200, &call);

@@ -29,8 +29,12 @@ pub async fn sweep(db: &Connection) -> Result<Reply, ApiError> {
     let failed = gatehouse_store::fail_exhausted_calls(db, MAX_ATTEMPTS, BATCH)?;
     let claims = gatehouse_store::claim_stranded_calls(db, lease_seconds, MAX_ATTEMPTS, BATCH)?;
     let purged = gatehouse_store::purge_expired_session_context(db)?;
-    let report =
-        SweepReport { expired: expired.len(), failed: failed.len(), redriven: claims.len(), session_context_purged: purged };
+    let report = SweepReport {
+        expired: expired.len(),
+        failed: failed.len(),
+        redriven: claims.len(),
+        session_context_purged: purged,
+    };
     let work = follow_up(expired, failed, claims, lease_seconds);
     Ok(Reply::from(gatehouse_http::json_response(200, &report)).then(work))
 }

@@ -18,17 +18,21 @@ const MAX_PAGE: u32 = 200;
 const DEFAULT_WINDOW: &str = "24h";
 
 pub async fn list_tools() -> Result<Reply, ApiError> {
-    let tools: Vec<Value> = describe_tools().await?.into_iter().map(|(entry, described)| {
-        match described {
+    let tools: Vec<Value> = describe_tools()
+        .await?
+        .into_iter()
+        .map(|(entry, described)| match described {
             Some(description) => {
                 let mut value = serde_json::to_value(&description).unwrap_or(Value::Null);
                 value["component"] = json!(entry.component);
                 value["available"] = json!(true);
                 value
             }
-            None => json!({"name": entry.name, "aliases": entry.aliases, "component": entry.component, "available": false}),
-        }
-    }).collect();
+            None => {
+                json!({"name": entry.name, "aliases": entry.aliases, "component": entry.component, "available": false})
+            }
+        })
+        .collect();
     Ok(gatehouse_http::json_response(200, &json!({"tools": tools})).into())
 }
 
@@ -64,9 +68,11 @@ pub fn tool_executions(name: &str, query: &ExecutionsQuery) -> Result<Reply, Api
     let tool = registered(name)?;
     let limit = match query.limit.as_deref() {
         None => DEFAULT_PAGE,
-        Some(text) => text.parse().ok().filter(|n| (1..=MAX_PAGE).contains(n)).ok_or_else(|| {
-            invalid("limit", &format!("must be a whole number from 1 to {MAX_PAGE}"))
-        })?,
+        Some(text) => text
+            .parse()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| invalid("limit", &format!("must be a whole number from 1 to {MAX_PAGE}")))?,
     };
     let outcome = match query.outcome.as_deref() {
         None => None,
@@ -80,7 +86,9 @@ pub fn tool_executions(name: &str, query: &ExecutionsQuery) -> Result<Reply, Api
     }
     let after = match query.cursor.as_deref() {
         None => None,
-        Some(text) => Some(ExecutionCursor::parse(text).ok_or_else(|| invalid("cursor", "is not a cursor this route gave out"))?),
+        Some(text) => {
+            Some(ExecutionCursor::parse(text).ok_or_else(|| invalid("cursor", "is not a cursor this route gave out"))?)
+        }
     };
     let filter = ExecutionFilter {
         tool: &tool.name,
@@ -110,9 +118,10 @@ pub fn tool_stats(name: &str, window: Option<&str>) -> Result<Reply, ApiError> {
 /// The registry entry for a tool's name or alias; the history is kept under its name.
 fn registered(name: &str) -> Result<RegistryEntry, ApiError> {
     let registry = Config::registry()?;
-    registry.resolve(name).cloned().ok_or_else(|| {
-        ApiError::new(ErrorCode::NotFound, format!("I don't have a tool called {name}."))
-    })
+    registry
+        .resolve(name)
+        .cloned()
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("I don't have a tool called {name}.")))
 }
 
 fn invalid(field: &str, problem: &str) -> ApiError {

@@ -28,7 +28,10 @@ pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiErro
     }
     if !protocol::header_supported(gatehouse_http::header(&req, "mcp-protocol-version")) {
         let supported = protocol::SUPPORTED_VERSIONS.join(", ");
-        let error = RpcError::new(INVALID_REQUEST, format!("Unsupported MCP-Protocol-Version; this server speaks {supported}."));
+        let error = RpcError::new(
+            INVALID_REQUEST,
+            format!("Unsupported MCP-Protocol-Version; this server speaks {supported}."),
+        );
         return Ok(rpc_answer(400, &jsonrpc::error(&Value::Null, &error)));
     }
     let body: Value = match gatehouse_http::read_json(&req) {

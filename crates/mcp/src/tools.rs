@@ -116,7 +116,8 @@ fn request_description(tools: &[ToolDescription]) -> String {
          nothing runs until confirm_tool. Tools:",
     );
     for tool in tools {
-        let checkpoint = if tool.needs_checkpoint { " Stops at a checkpoint before its irreversible step." } else { "" };
+        let checkpoint =
+            if tool.needs_checkpoint { " Stops at a checkpoint before its irreversible step." } else { "" };
         text.push_str(&format!("\n- {}: {}{checkpoint}", tool.name, tool.description));
     }
     text
@@ -125,12 +126,15 @@ fn request_description(tools: &[ToolDescription]) -> String {
 /// `function_name` is one of the registered names or aliases, and `parameters` must match
 /// that tool's own schema.
 fn request_schema(tools: &[ToolDescription], session: &Value) -> Value {
-    let names: Vec<&str> =
-        tools.iter().flat_map(|t| std::iter::once(t.name.as_str()).chain(t.aliases.iter().map(String::as_str))).collect();
+    let names: Vec<&str> = tools
+        .iter()
+        .flat_map(|t| std::iter::once(t.name.as_str()).chain(t.aliases.iter().map(String::as_str)))
+        .collect();
     let per_tool: Vec<Value> = tools
         .iter()
         .map(|tool| {
-            let names: Vec<&str> = std::iter::once(tool.name.as_str()).chain(tool.aliases.iter().map(String::as_str)).collect();
+            let names: Vec<&str> =
+                std::iter::once(tool.name.as_str()).chain(tool.aliases.iter().map(String::as_str)).collect();
             json!({
                 "if": {"properties": {"function_name": {"enum": names}}},
                 "then": {"properties": {"parameters": tool.parameters_schema}},
@@ -156,9 +160,10 @@ fn request_schema(tools: &[ToolDescription], session: &Value) -> Value {
 /// A `tools/call`: the operation's answer, as the REST route would give it, and any work the
 /// operation goes on with once that answer is out. Unknown tools are a protocol error.
 pub async fn call(params: &Value) -> Result<(Value, Option<AfterResponse>), RpcError> {
-    let name = params.get("name").and_then(Value::as_str).ok_or_else(|| {
-        RpcError::new(INVALID_PARAMS, "tools/call needs the name of a tool.")
-    })?;
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::new(INVALID_PARAMS, "tools/call needs the name of a tool."))?;
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(arguments)) => arguments.clone(),
@@ -271,7 +276,9 @@ fn wait(arguments: &mut Map<String, Value>) -> Result<Option<Duration>, ApiError
     let Some(seconds) = take::<f64>(arguments, "wait_seconds")? else { return Ok(None) };
     if !seconds.is_finite() || seconds < 0.0 {
         let problem = "must be a number of seconds from 0 to 30";
-        return Err(ApiError::invalid_input("The wait_seconds argument is not valid.").with_field("wait_seconds", problem));
+        return Err(
+            ApiError::invalid_input("The wait_seconds argument is not valid.").with_field("wait_seconds", problem)
+        );
     }
     Ok(Some(Duration::from_secs_f64(seconds).min(MAX_WAIT)))
 }

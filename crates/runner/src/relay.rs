@@ -80,7 +80,11 @@ impl Drop for Relay {
     }
 }
 
-async fn receive(request: hyper::Request<Incoming>, sink: &Mutex<Vec<Callback>>, secret: &str) -> hyper::Response<Full<Bytes>> {
+async fn receive(
+    request: hyper::Request<Incoming>,
+    sink: &Mutex<Vec<Callback>>,
+    secret: &str,
+) -> hyper::Response<Full<Bytes>> {
     let at = Instant::now();
     let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let (kind, signature) = (header("x-gatehouse-callback").unwrap_or_default(), header("x-gatehouse-signature"));

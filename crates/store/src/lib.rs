@@ -21,11 +21,13 @@ pub use calls::{
     claim_stranded_calls, complete_call, confirm_call, expire_stale_calls, fail_call, fail_exhausted_calls, get_call,
     insert_call, mark_prepared, modify_call, release_lease, resume_call,
 };
-pub use credentials::{cache_credential, cached_credential, forget_credential};
 pub use context::{CallSummary, ContextView, PendingCall, session_context_view};
+pub use credentials::{cache_credential, cached_credential, forget_credential};
 pub use error::StoreError;
 pub use health::ping;
-pub use history::{ExecutionCursor, ExecutionFilter, ToolExecution, record_tool_execution, tool_executions, tool_stats};
+pub use history::{
+    ExecutionCursor, ExecutionFilter, ToolExecution, record_tool_execution, tool_executions, tool_stats,
+};
 pub use records::{
     CallbackAttempt, purge_expired_session_context, record_callback_attempt, session_context_get, session_context_put,
 };

@@ -69,9 +69,8 @@ impl ToolClient {
     }
 
     async fn call<T: DeserializeOwned>(&self, op: Operation, request: Option<&ToolRequest>) -> Result<T, ToolError> {
-        let execution = request.map(|r| {
-            Execution::begin(self.identity(), op, r.tool_call_id.as_ref(), r.trace_id.as_deref())
-        });
+        let execution =
+            request.map(|r| Execution::begin(self.identity(), op, r.tool_call_id.as_ref(), r.trace_id.as_deref()));
         let outcome = self.exchange(op, request).await;
         // A tool that answered wrote its own row; one that crashed could not, so it is
         // written here, or the history would hide exactly the executions that went wrong.
@@ -81,7 +80,11 @@ impl ToolClient {
         outcome
     }
 
-    async fn exchange<T: DeserializeOwned>(&self, op: Operation, request: Option<&ToolRequest>) -> Result<T, ToolError> {
+    async fn exchange<T: DeserializeOwned>(
+        &self,
+        op: Operation,
+        request: Option<&ToolRequest>,
+    ) -> Result<T, ToolError> {
         let url = format!("http://{}.spin.internal{}", self.component, op.path());
         let (method, body) = match request {
             Some(request) => (

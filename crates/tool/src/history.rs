@@ -23,7 +23,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 5] = [Outcome::Ok, Outcome::Rejected, Outcome::Failed, Outcome::Crashed, Outcome::Cancelled];
+    pub const ALL: [Outcome; 5] =
+        [Outcome::Ok, Outcome::Rejected, Outcome::Failed, Outcome::Crashed, Outcome::Cancelled];
 
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -45,7 +45,10 @@ impl ToolRegistry {
 
     /// Every accepted function name, for error messages.
     pub fn names(&self) -> Vec<&str> {
-        self.entries.iter().flat_map(|e| std::iter::once(e.name.as_str()).chain(e.aliases.iter().map(String::as_str))).collect()
+        self.entries
+            .iter()
+            .flat_map(|e| std::iter::once(e.name.as_str()).chain(e.aliases.iter().map(String::as_str)))
+            .collect()
     }
 }
 
@@ -55,7 +58,8 @@ mod tests {
 
     #[test]
     fn resolves_names_and_aliases() {
-        let registry = ToolRegistry::parse("send_email|send_gmail=gmail, query_vector_db=vector-query").unwrap_or_default();
+        let registry =
+            ToolRegistry::parse("send_email|send_gmail=gmail, query_vector_db=vector-query").unwrap_or_default();
         assert_eq!(registry.resolve("send_gmail").map(|e| e.name.as_str()), Some("send_email"));
         assert_eq!(registry.resolve("send_email").map(|e| e.component.as_str()), Some("gmail"));
         assert_eq!(registry.resolve("query_vector_db").map(|e| e.component.as_str()), Some("vector-query"));

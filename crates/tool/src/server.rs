@@ -132,7 +132,8 @@ async fn handle<T: Tool>(req: Request, component: Component, tool: &T) -> Result
 
 async fn run<T: Tool>(tool: &T, op: Operation, request: &ToolRequest) -> Result<Value, ToolRefusal> {
     let failed = |f: ToolFailure| ToolRefusal { error: f.message, fields: Vec::new() };
-    let to_value = |v: Result<Value, serde_json::Error>| v.map_err(|e| ToolRefusal { error: e.to_string(), fields: vec![] });
+    let to_value =
+        |v: Result<Value, serde_json::Error>| v.map_err(|e| ToolRefusal { error: e.to_string(), fields: vec![] });
     match op {
         Operation::Describe => to_value(serde_json::to_value(tool.describe())),
         Operation::Validate => match tool.validate(request.parameters.clone()).and_then(|parameters| {
@@ -145,7 +146,9 @@ async fn run<T: Tool>(tool: &T, op: Operation, request: &ToolRequest) -> Result<
             }
             Err(fields) => Err(ToolRefusal { error: "Some of the details aren't valid.".into(), fields }),
         },
-        Operation::Summarize => to_value(serde_json::to_value(Summary { summary: tool.summarize(&request.parameters) })),
+        Operation::Summarize => {
+            to_value(serde_json::to_value(Summary { summary: tool.summarize(&request.parameters) }))
+        }
         Operation::Prepare => {
             let checkpoint = tool.prepare(request).await.map_err(failed)?;
             to_value(serde_json::to_value(Prepared { checkpoint }))
@@ -161,9 +164,7 @@ async fn run<T: Tool>(tool: &T, op: Operation, request: &ToolRequest) -> Result<
 /// The component id as the application knows it: the contract is reached only through
 /// service chaining, so the request's host is `<component id>.spin.internal`.
 fn component_id(req: &Request, component: Component) -> String {
-    gatehouse_http::header(req, "spin-full-url")
-        .and_then(host_component)
-        .unwrap_or_else(|| component.name.to_owned())
+    gatehouse_http::header(req, "spin-full-url").and_then(host_component).unwrap_or_else(|| component.name.to_owned())
 }
 
 fn host_component(url: &str) -> Option<String> {

@@ -84,8 +84,12 @@ fn ms(duration: Duration) -> String {
 impl Demo {
     async fn new(args: &DemoArgs) -> Result<Demo> {
         let relay = Relay::start(&args.callback_secret).await?;
-        let demo =
-            Demo { client: reqwest::Client::new(), base: args.url.trim_end_matches('/').to_owned(), token: args.token.clone(), relay };
+        let demo = Demo {
+            client: reqwest::Client::new(),
+            base: args.url.trim_end_matches('/').to_owned(),
+            token: args.token.clone(),
+            relay,
+        };
         let tools = demo.call(reqwest::Method::GET, "/voice-tools/tools", None, &[]).await?;
         let names = tools.1.to_string();
         ensure!(names.contains("send_email"), "the application at {} has no send_email tool: {names}", demo.base);
@@ -113,7 +117,14 @@ impl Demo {
         Ok((status, body, started.elapsed()))
     }
 
-    async fn step(&self, name: &'static str, expected: u16, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<(Value, Duration)> {
+    async fn step(
+        &self,
+        name: &'static str,
+        expected: u16,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(Value, Duration)> {
         let (status, answer, took) = self.call(method, path, body, &[]).await?;
         if status != expected {
             bail!("{name}: Gatehouse answered {status}, expected {expected}: {answer}");
@@ -141,7 +152,8 @@ impl Demo {
             "body": "Hi John,\n\nLet's meet tomorrow at 10:00 to go through the Q3 numbers.\n\nThanks"});
         let body = json!({"session_id": session, "function_name": "send_email", "parameters": parameters,
             "intent_id": "intent_demo", "callback_url": self.relay.url});
-        let (created, took) = self.step("create", 201, reqwest::Method::POST, "/voice-tools/pending", Some(body)).await?;
+        let (created, took) =
+            self.step("create", 201, reqwest::Method::POST, "/voice-tools/pending", Some(body)).await?;
         requests.push(("create", took));
         let id = created["tool_call_id"].as_str().context("no tool_call_id")?.to_owned();
         say("agent", created["message"].as_str().unwrap_or_default());
@@ -154,33 +166,59 @@ impl Demo {
             self.step("modify", 200, reqwest::Method::PATCH, &format!("/voice-tools/modify/{id}"), Some(patch)).await?;
         requests.push(("modify", took));
         say("agent", modified["message"].as_str().unwrap_or_default());
-        say("", &format!("[to: {} -> {}, {}]", modified["modification_applied"]["old"], modified["modification_applied"]["new"], ms(took)));
+        say(
+            "",
+            &format!(
+                "[to: {} -> {}, {}]",
+                modified["modification_applied"]["old"],
+                modified["modification_applied"]["new"],
+                ms(took)
+            ),
+        );
 
         heading("3. The caller confirms; Gatehouse answers at once and prepares the draft in the background".into());
         say("caller", "Yes, send it.");
         let confirm_at = Instant::now();
-        let (confirmed, took) = self.step("confirm", 202, reqwest::Method::POST, &format!("/voice-tools/confirm/{id}"), None).await?;
+        let (confirmed, took) =
+            self.step("confirm", 202, reqwest::Method::POST, &format!("/voice-tools/confirm/{id}"), None).await?;
         requests.push(("confirm", took));
         say("agent", confirmed["message"].as_str().unwrap_or_default());
         let checkpoint = self.relay.wait_for(&id, "checkpoint", WAIT).await?;
         ensure!(checkpoint.signature_valid, "the checkpoint callback's signature did not verify");
         let to_checkpoint = checkpoint.at.saturating_duration_since(confirm_at + took);
-        say("relay", &format!("checkpoint callback received, signature verified ({} after the answer)", ms(to_checkpoint)));
+        say(
+            "relay",
+            &format!("checkpoint callback received, signature verified ({} after the answer)", ms(to_checkpoint)),
+        );
         say("agent", checkpoint.body["message"].as_str().unwrap_or_default());
 
         heading("4. The caller says go; the draft is sent, exactly once".into());
         say("caller", "Go ahead.");
         let resume_at = Instant::now();
         let (resumed, took) = self
-            .step("resume", 202, reqwest::Method::POST, &format!("/resume-execution/{id}"), Some(json!({"action": "proceed"})))
+            .step(
+                "resume",
+                202,
+                reqwest::Method::POST,
+                &format!("/resume-execution/{id}"),
+                Some(json!({"action": "proceed"})),
+            )
             .await?;
         requests.push(("resume", took));
         let _ = resumed;
         let completion = self.relay.wait_for(&id, "completion", WAIT).await?;
         ensure!(completion.signature_valid, "the completion callback's signature did not verify");
-        ensure!(completion.body["status"] == "COMPLETED", "the call ended {}: {}", completion.body["status"], completion.body);
+        ensure!(
+            completion.body["status"] == "COMPLETED",
+            "the call ended {}: {}",
+            completion.body["status"],
+            completion.body
+        );
         let to_completed = completion.at.saturating_duration_since(resume_at + took);
-        say("relay", &format!("completion callback received, signature verified ({} after the answer)", ms(to_completed)));
+        say(
+            "relay",
+            &format!("completion callback received, signature verified ({} after the answer)", ms(to_completed)),
+        );
         say("agent", completion.body["voice_response"].as_str().unwrap_or_default());
         say("", &format!("[Gmail message id {}]", completion.body["result"]["message_id"]));
 

@@ -165,7 +165,8 @@ async fn listen(
         variables.provided.insert("callback_secret".into(), DEV_CALLBACK_SECRET.into());
     }
     let manifest_path = args.app.manifest_path()?;
-    let dev_gmail = super::dev_gmail::start_if_unconfigured(&manifest_path, &mut variables, &state_dir.join("mail")).await?;
+    let dev_gmail =
+        super::dev_gmail::start_if_unconfigured(&manifest_path, &mut variables, &state_dir.join("mail")).await?;
 
     let app = App::load(AppConfig {
         manifest_path,
