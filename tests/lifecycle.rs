@@ -7,14 +7,19 @@ use std::time::Duration;
 use anyhow::{Result, ensure};
 use futures::future::join_all;
 use gatehouse_tests::lifecycle::{App, ProgressReply, Relay, ScratchDatabase, lifecycle_options};
-use gatehouse_tests::{db, unique};
+use gatehouse_tests::{RunnerOptions, db, unique};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 const SETTLE: Duration = Duration::from_secs(20);
 
+/// The lifecycle runner most tests use: default variables, sweeping every 0.2 s.
+fn sweeping() -> RunnerOptions {
+    lifecycle_options(&[], &["--sweep-interval", "0.2"])
+}
+
 async fn app() -> Result<App> {
-    App::start(lifecycle_options(&[], &["--sweep-interval", "0.2"])).await
+    App::start(sweeping()).await
 }
 
 /// An application on a database of its own. Tests whose calls crash or lose their worker need
@@ -22,7 +27,7 @@ async fn app() -> Result<App> {
 /// database another test's runner would re-drive these calls (and could be stopped mid-drive,
 /// leaving them to its longer lease), and the attempt counts would not be this test's.
 async fn isolated_app(scratch: &ScratchDatabase) -> Result<App> {
-    App::start(scratch.serve(lifecycle_options(&[], &["--sweep-interval", "0.2"]))).await
+    App::start(scratch.serve(sweeping())).await
 }
 
 async fn effects(app: &App, id: &str) -> Result<i64> {
