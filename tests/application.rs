@@ -75,10 +75,10 @@ fn lifecycle_routes() -> Vec<(reqwest::Method, &'static str, Value)> {
         (Method::PATCH, "/voice-tools/modify/tc_000000000000", json!({"parameters": {"to": "a@b.c"}})),
         (Method::DELETE, "/voice-tools/cancel/tc_000000000000", json!({})),
         (Method::POST, "/voice-tools/confirm/tc_000000000000", json!({})),
-        (Method::GET, "/voice-tools/status/tc_000000000000", Value::Null),
+        (Method::GET, "/voice-tools/status/tc_000000000000", json!({})),
         (Method::POST, "/resume-execution/tc_000000000000", json!({"action": "proceed"})),
         (Method::POST, "/voice-tools/sweep", json!({})),
-        (Method::GET, "/get-session-context?session_id=s&context_key=k", Value::Null),
+        (Method::GET, "/get-session-context?session_id=s&context_key=k", json!({})),
     ]
 }
 
@@ -222,6 +222,58 @@ async fn context_lists_open_calls_and_the_last_ten_settled_newest_first() {
     assert!(pending_call["expires_at"].is_string());
 }
 
+/// A relay that loops leaves a session with more calls than anyone should be read back: the
+/// answer lists the newest of each kind and counts the rest, up to a cap.
+#[tokio::test]
+async fn context_lists_are_bounded_with_their_totals_beside_them() {
+    let runner = app();
+    let client = db().await.expect("db");
+    let session = unique("ctx_big");
+    // 130 open calls (newest first: n = 0 is the youngest), 3 stale, 115 settled, all older.
+    let mut open = Vec::new();
+    for n in 0..130u32 {
+        open.push(insert_call(&client, &session, n, "PENDING", 10.0 + f64::from(n), Some(600.0)).await);
+    }
+    for n in 0..3u32 {
+        insert_call(&client, &session, 500 + n, "PREPARED", 5.0 + f64::from(n), Some(-1.0)).await;
+    }
+    for n in 0..115u32 {
+        insert_call(&client, &session, 1000 + n, "COMPLETED", 1000.0 + f64::from(n), None).await;
+    }
+    let context = |session: String| {
+        let url = runner.url(&format!("/voice-tools/context/{session}"));
+        async move {
+            let response = http().get(url).bearer_auth(TOKEN).send().await.expect("request");
+            assert_eq!(response.status(), 200);
+            response.json::<Value>().await.expect("json")
+        }
+    };
+    let body = context(session.clone()).await;
+    let listed: Vec<&str> =
+        body["pending"].as_array().expect("list").iter().filter_map(|c| c["tool_call_id"].as_str()).collect();
+    let newest: Vec<&str> = open[..20].iter().map(String::as_str).collect();
+    assert_eq!(listed, newest, "the 20 newest open calls, newest first");
+    assert_eq!(body["pending_total"], 100, "counted up to the cap");
+    assert_eq!(body["recent"].as_array().map(Vec::len), Some(10));
+    // The stale calls are the newest settled ones: they read as EXPIRED before the sweep.
+    assert_eq!(body["recent"][0]["status"], "EXPIRED");
+    assert_eq!(body["recent"][3]["status"], "COMPLETED");
+    assert_eq!(body["recent_total"], 100);
+
+    // Below the cap the counts are exact.
+    let small = unique("ctx_small");
+    for n in 0..23u32 {
+        insert_call(&client, &small, n, "PENDING", f64::from(n), Some(600.0)).await;
+    }
+    insert_call(&client, &small, 100, "FAILED", 100.0, None).await;
+    insert_call(&client, &small, 101, "PENDING", 101.0, Some(-5.0)).await;
+    let body = context(small).await;
+    assert_eq!(body["pending"].as_array().map(Vec::len), Some(20));
+    assert_eq!(body["pending_total"], 23);
+    assert_eq!(body["recent_total"], 2);
+    assert_eq!(body["recent"].as_array().map(Vec::len), Some(2));
+}
+
 #[tokio::test]
 async fn context_of_an_unknown_session_is_empty_and_other_methods_are_refused() {
     let runner = app();
@@ -231,6 +283,7 @@ async fn context_of_an_unknown_session_is_empty_and_other_methods_are_refused() 
     let body: Value = response.json().await.expect("json");
     assert_eq!(body["pending"], json!([]));
     assert_eq!(body["recent"], json!([]));
+    assert_eq!((&body["pending_total"], &body["recent_total"]), (&json!(0), &json!(0)));
 
     let response = http().post(&url).bearer_auth(TOKEN).send().await.expect("request");
     assert_eq!(response.status(), 405);

@@ -23,6 +23,10 @@ const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 /// The fixture tool's function (tests/fixtures/lifecycle.toml).
 const FUNCTION: &str = "fixture_action";
 
+/// Where the file describes the answers of the fallback route (`/...`), which OpenAPI's paths
+/// cannot express.
+const FALLBACK: &str = "x-fallback";
+
 /// The parsed description, and the questions the test asks it.
 struct OpenApi {
     doc: Value,
@@ -208,8 +212,8 @@ impl Checker {
                 answer.method, answer.path, answer.status, answer.headers, answer.text
             )
         };
-        let template =
-            api.template_for(&answer.path).with_context(|| format!("no path in the file matches: {}", what()))?;
+        // A path no operation matches is the fallback route's, described under `x-fallback`.
+        let template = api.template_for(&answer.path).unwrap_or_else(|| FALLBACK.to_owned());
         // A 405 answers a method the path does not have: it is documented on the operation
         // its Allow header names.
         let method = if answer.status == 405 {
@@ -217,9 +221,12 @@ impl Checker {
         } else {
             answer.method.as_str().to_ascii_lowercase()
         };
-        let operation = api
-            .operation(&template, &method)
-            .with_context(|| format!("{method} {template} is not documented: {}", what()))?;
+        let operation = if template == FALLBACK {
+            api.doc.get(FALLBACK).with_context(|| format!("no path in the file matches: {}", what()))?
+        } else {
+            api.operation(&template, &method)
+                .with_context(|| format!("{method} {template} is not documented: {}", what()))?
+        };
         if let Ok(mut seen) = self.seen.lock() {
             seen.entry((template.clone(), method.clone())).or_default().insert(answer.status);
         }
@@ -345,6 +352,13 @@ async fn every_answer_matches_the_openapi_description() -> Result<()> {
     api.call(&app, Method::POST, "/voice-tools/sweep", Some(json!({})), &[]).await?.expect(200)?;
     api.get(&app, "/voice-tools/sweep").await?.expect(405)?;
     api.send(api.http.post(app.runner.url("/voice-tools/sweep"))).await?.expect(401)?;
+
+    // Paths no route serves: the fallback's JSON 404, with or without a token, any method.
+    for path in ["/nope", "/voice-tools/status/", "/voice-tools/tools/send_email/history", "/mcp/extra"] {
+        let missing = api.get(&app, path).await?.expect(404)?;
+        ensure!(missing.code() == "not_found", "{path}: {}", missing.text);
+    }
+    api.send(api.http.delete(app.runner.url("/voice-tools"))).await?.expect(404)?;
 
     // Create: the answer, an idempotent retry, and each way a create is refused.
     let key = unique("key");

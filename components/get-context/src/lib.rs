@@ -15,6 +15,7 @@ const SESSION_CONTEXT_PATH: &str = "/get-session-context";
 
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Get)?;
+    gatehouse_http::require_no_body(&req)?;
     if req.path() == SESSION_CONTEXT_PATH {
         return stored_context(&req);
     }
@@ -23,7 +24,7 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
 
 /// `GET /get-session-context?session_id=&context_key=`.
 fn stored_context(req: &Request) -> Result<Reply, ApiError> {
-    let session = gatehouse_http::query_param(req, "session_id").unwrap_or_default();
-    let key = gatehouse_http::query_param(req, "context_key").unwrap_or_default();
+    let session = gatehouse_http::query_param(req, "session_id")?.unwrap_or_default();
+    let key = gatehouse_http::query_param(req, "context_key")?.unwrap_or_default();
     gatehouse_lifecycle::session_context(&session, &key)
 }

@@ -11,6 +11,7 @@ gatehouse_http::component!(handle);
 
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::require_method(&req, Method::Get)?;
+    gatehouse_http::require_no_body(&req)?;
     match check_database() {
         Ok(()) => Ok(gatehouse_http::json_response(200, &json!({"status": "ok", "database": "ok"})).into()),
         Err(error) => {

@@ -9,6 +9,7 @@ gatehouse_http::component!(handle);
 
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Get)?;
+    gatehouse_http::require_no_body(&req)?;
     let id = gatehouse_http::call_id(&req)?;
     gatehouse_lifecycle::status(&id, gatehouse_http::prefer_wait(&req)).await
 }

@@ -16,6 +16,7 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     } else {
         gatehouse_http::require_method(&req, Method::Post)?;
     }
+    gatehouse_http::require_no_body(&req)?;
     let db = gatehouse_http::open_db()?;
     gatehouse_lifecycle::sweep(&db).await
 }

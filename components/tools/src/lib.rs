@@ -13,19 +13,20 @@ gatehouse_http::component!(handle);
 
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Get)?;
+    gatehouse_http::require_no_body(&req)?;
     let path = req.path();
     if path.ends_with("/executions") {
         let name = gatehouse_http::path_param(&req, "name")?;
         let query = ExecutionsQuery {
-            limit: query_param(&req, "limit"),
-            outcome: query_param(&req, "outcome"),
-            since: query_param(&req, "since"),
-            cursor: query_param(&req, "cursor"),
+            limit: query_param(&req, "limit")?,
+            outcome: query_param(&req, "outcome")?,
+            since: query_param(&req, "since")?,
+            cursor: query_param(&req, "cursor")?,
         };
         gatehouse_lifecycle::tool_executions(&name, &query)
     } else if path.ends_with("/stats") {
         let name = gatehouse_http::path_param(&req, "name")?;
-        gatehouse_lifecycle::tool_stats(&name, query_param(&req, "window").as_deref())
+        gatehouse_lifecycle::tool_stats(&name, query_param(&req, "window")?.as_deref())
     } else {
         gatehouse_lifecycle::list_tools().await
     }

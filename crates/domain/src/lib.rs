@@ -5,6 +5,7 @@
 
 mod allowlist;
 pub mod callback;
+pub mod context;
 pub mod contract;
 mod error;
 mod ids;

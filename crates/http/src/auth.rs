@@ -13,6 +13,10 @@ pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
     if expected.is_empty() {
         return Err(ApiError::internal().with_detail("the api_token variable is empty"));
     }
+    // No presented token could ever match one with a comma or a space (see `bearer_token`).
+    if expected.contains(',') || expected.contains(char::is_whitespace) {
+        return Err(ApiError::internal().with_detail("the api_token variable contains a comma or whitespace"));
+    }
     let presented = req
         .header("authorization")
         .and_then(|value| value.as_str())
@@ -22,13 +26,18 @@ pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
 }
 
 /// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 7235).
+///
+/// A token has no comma or space (RFC 6750's b64token), so a value with one is a list of
+/// credentials: two `Authorization` headers, joined by the server as HTTP defines. Which one
+/// was meant is ambiguous, and an ambiguous credential is refused, not guessed.
 fn bearer_token(header: &str) -> Option<&str> {
     let (scheme, token) = header.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("bearer") {
         return None;
     }
     let token = token.trim();
-    (!token.is_empty()).then_some(token)
+    let ambiguous = token.contains(',') || token.contains(char::is_whitespace);
+    (!token.is_empty() && !ambiguous).then_some(token)
 }
 
 /// Compares without an early exit, so the response time does not reveal how many
@@ -57,6 +66,14 @@ mod tests {
         assert_eq!(bearer_token("Bearer"), None);
         assert_eq!(bearer_token("Bearer   "), None);
         assert_eq!(bearer_token(""), None);
+    }
+
+    #[test]
+    fn refuses_a_list_of_credentials() {
+        assert_eq!(bearer_token("Bearer wrong, Bearer right"), None);
+        assert_eq!(bearer_token("Bearer right, Bearer right"), None);
+        assert_eq!(bearer_token("Bearer a,b"), None);
+        assert_eq!(bearer_token("Bearer a b"), None);
     }
 
     #[test]

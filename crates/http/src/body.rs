@@ -1,31 +1,92 @@
+//! The one place a request body is read, for every route: REST, MCP, the direct flows and
+//! the tool contract.
+//!
+//! Every body in the API is a JSON object. The shape is checked before any field is looked
+//! at, because serde maps a JSON array onto a struct's fields by position: without the check,
+//! `[]` would deserialize as a request whose fields are all absent, and be acted on.
+
 use gatehouse_domain::ApiError;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
+use serde_json::{Map, Value};
 use spin_sdk::http::Request;
 
 /// The default request body cap. Every request in the API is a small JSON document; the
 /// cap keeps a hostile or broken client from making a component buffer megabytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-/// Parses a required JSON body.
-pub fn read_json<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
-    read_optional_json(req)?
-        .ok_or_else(|| ApiError::invalid_input("The request body is empty, but a JSON object is required."))
+/// Why a body was refused. Routes answer it as 400 `invalid_input` (415 for a declared
+/// non-JSON media type); the MCP endpoint maps it onto JSON-RPC's own codes.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("The request body is empty, but a JSON object is required.")]
+    Empty,
+    #[error("The request body must be a JSON object, not {0}.")]
+    NotAnObject(&'static str),
+    #[error("The request body is not valid JSON.")]
+    Syntax(#[source] serde_json::Error),
+    #[error("The request body is not what this endpoint expects: {0}.")]
+    Shape(#[source] serde_json::Error),
+    #[error("This endpoint takes no request body (an empty body or {{}} only).")]
+    Unexpected,
+    #[error("The request body must be JSON (Content-Type: application/json).")]
+    MediaType,
 }
 
-/// Parses a JSON body that the client may leave out entirely (e.g. `{reason?}` on cancel).
-pub fn read_optional_json<T: DeserializeOwned>(req: &Request) -> Result<Option<T>, ApiError> {
-    let body = req.body();
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
+impl From<BodyError> for ApiError {
+    fn from(error: BodyError) -> ApiError {
+        match error {
+            BodyError::MediaType => ApiError::unsupported_media_type(),
+            BodyError::Syntax(ref cause) => ApiError::invalid_input(error.to_string()).with_detail(cause.to_string()),
+            other => ApiError::invalid_input(other.to_string()),
+        }
     }
+}
+
+/// Parses a required JSON object body.
+pub fn read_json<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
+    Ok(parse_body(req)?.ok_or(BodyError::Empty)?)
+}
+
+/// Parses a JSON object body that the client may leave out entirely (e.g. `{reason?}` on cancel).
+pub fn read_optional_json<T: DeserializeOwned>(req: &Request) -> Result<Option<T>, ApiError> {
+    Ok(parse_body(req)?)
+}
+
+/// For a route that takes no body: an empty body or `{}` only, so that an instruction sent
+/// to the wrong route is refused rather than silently ignored.
+pub fn require_no_body(req: &Request) -> Result<(), ApiError> {
+    match parse_body::<Map<String, Value>>(req)? {
+        Some(object) if !object.is_empty() => Err(BodyError::Unexpected.into()),
+        _ => Ok(()),
+    }
+}
+
+/// The body as a `T`, `None` when it is empty (or only whitespace), or why it was refused.
+pub fn parse_body<T: DeserializeOwned>(req: &Request) -> Result<Option<T>, BodyError> {
+    let body = req.body();
+    let Some(first) = body.iter().find(|byte| !byte.is_ascii_whitespace()) else {
+        return Ok(None);
+    };
     require_json_content_type(req)?;
-    serde_json::from_slice(body).map(Some).map_err(describe_json_error)
+    if *first != b'{' {
+        return Err(not_an_object(body));
+    }
+    serde_json::from_slice(body).map(Some).map_err(classify)
+}
+
+/// A JSON value that arrived inside another document (an MCP tool's arguments) as `T`, with
+/// the same rules and errors as a request body.
+pub fn from_json_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
+    if !value.is_object() {
+        return Err(BodyError::NotAnObject(kind(&value)).into());
+    }
+    Ok(serde_json::from_value(value).map_err(classify)?)
 }
 
 /// A missing Content-Type is tolerated because some relays' HTTP clients omit it, and
 /// the body is still parsed strictly as JSON; a declared non-JSON type is refused.
-fn require_json_content_type(req: &Request) -> Result<(), ApiError> {
+fn require_json_content_type(req: &Request) -> Result<(), BodyError> {
     let Some(value) = req.header("content-type") else {
         return Ok(());
     };
@@ -33,26 +94,36 @@ fn require_json_content_type(req: &Request) -> Result<(), ApiError> {
     match media_type {
         Some(t) if t.eq_ignore_ascii_case("application/json") => Ok(()),
         Some(t) if t.to_ascii_lowercase().ends_with("+json") => Ok(()),
-        _ => Err(ApiError::unsupported_media_type()),
+        _ => Err(BodyError::MediaType),
     }
 }
 
-/// Reads a JSON value that arrived inside another document (an MCP tool's arguments) as `T`,
-/// with the same errors as a request body.
-pub fn from_json_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
-    serde_json::from_value(value).map_err(describe_json_error)
+/// A body that does not start with `{`: say what it is, if it is JSON at all. Only on the
+/// refusal path, so parsing it a second way costs a well-formed request nothing.
+fn not_an_object(body: &[u8]) -> BodyError {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(value) => BodyError::NotAnObject(kind(&value)),
+        Err(error) => BodyError::Syntax(error),
+    }
 }
 
-fn describe_json_error(error: serde_json::Error) -> ApiError {
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn classify(error: serde_json::Error) -> BodyError {
     match error.classify() {
         // Well-formed JSON of the wrong shape: serde's message names the field and the
         // expectation, which is exactly what the client needs to fix its request.
-        Category::Data => {
-            ApiError::invalid_input(format!("The request body is not what this endpoint expects: {error}."))
-        }
-        Category::Syntax | Category::Eof | Category::Io => {
-            ApiError::invalid_input("The request body is not valid JSON.").with_detail(error.to_string())
-        }
+        Category::Data => BodyError::Shape(error),
+        Category::Syntax | Category::Eof | Category::Io => BodyError::Syntax(error),
     }
 }
 
@@ -119,5 +190,37 @@ mod tests {
         assert_eq!(parsed.ok(), Some(None));
         let parsed: Result<Cancel, _> = read_json(&request(Some("application/json"), ""));
         assert_eq!(code(parsed), Some(ErrorCode::InvalidInput));
+    }
+
+    /// serde maps a sequence onto a struct's fields by position: `[]` must not become a
+    /// request with every field absent, nor `["x"]` one whose first field is "x".
+    #[test]
+    fn only_an_object_is_a_body() {
+        for body in ["[]", r#"["changed my mind"]"#, r#""x""#, "1", "true", "null", " [ {} ] "] {
+            let parsed: Result<Option<Cancel>, _> = read_optional_json(&request(Some("application/json"), body));
+            let error = parsed.err();
+            assert_eq!(error.as_ref().map(|e| e.code), Some(ErrorCode::InvalidInput), "{body}");
+            assert!(error.is_some_and(|e| e.message.contains("must be a JSON object")), "{body}");
+        }
+        let parsed: Result<Cancel, _> = read_json(&request(None, "[1, 2"));
+        assert!(parsed.err().is_some_and(|e| e.message.contains("not valid JSON")));
+    }
+
+    #[test]
+    fn routes_without_a_body_take_nothing_or_an_empty_object() {
+        for body in ["", "  ", "{}", " { } "] {
+            assert!(require_no_body(&request(None, body)).is_ok(), "{body:?}");
+        }
+        for body in [r#"{"action":"proceed"}"#, "[]", "0", "{"] {
+            assert_eq!(code(require_no_body(&request(None, body))), Some(ErrorCode::InvalidInput), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn embedded_documents_follow_the_same_rules() {
+        let parsed: Result<Cancel, _> = from_json_value(serde_json::json!(["changed my mind"]));
+        assert_eq!(code(parsed), Some(ErrorCode::InvalidInput));
+        let parsed: Result<Cancel, _> = from_json_value(serde_json::json!({"reason": "ok"}));
+        assert_eq!(parsed.ok(), Some(Cancel { reason: Some("ok".into()) }));
     }
 }

@@ -47,10 +47,18 @@ pub async fn send(
     body: Vec<u8>,
     timeout: Duration,
 ) -> Result<Answer, SendFailure> {
+    // The body's length is known, so say it: without it the request goes out chunked, and
+    // simple webhook receivers (Python's http.server, some serverless front doors) read only
+    // Content-Length, see an empty body, and every signature check fails for them.
+    let declare_length =
+        !body.is_empty() || !matches!(method, Method::Get | Method::Head | Method::Delete | Method::Options);
     let mut builder = Request::builder();
     builder.method(method).uri(url);
     for (name, value) in headers {
         builder.header(*name, *value);
+    }
+    if declare_length {
+        builder.header("content-length", body.len().to_string());
     }
     let request = builder.body(body).build();
     let exchange = async move {

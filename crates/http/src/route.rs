@@ -24,16 +24,22 @@ pub fn prefer_wait(req: &Request) -> Option<Duration> {
     header(req, "prefer").and_then(gatehouse_domain::wait_preference)
 }
 
-/// The value of a `:name` segment of the route, which Spin passes in the
-/// `spin-path-match-<name>` header.
+/// The value of a `:name` segment of the route, percent-decoded as UTF-8.
+///
+/// Spin passes the segment as it was on the wire, in the `spin-path-match-<name>` header, so
+/// a session called `call 42` arrives as `call%2042`. A `+` in a path is a plus (only a query
+/// string uses it for a space). A malformed escape is a 400, never a lookup of the raw text.
 pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
     let header = format!("spin-path-match-{name}");
-    let value = req
+    let raw = req
         .header(&header)
         .and_then(|value| value.as_str())
         // Only a manifest whose route lacks `:name` gets here: a deployment bug, not bad input.
         .ok_or_else(|| ApiError::internal().with_detail(format!("route has no :{name} segment")))?;
-    Ok(value.to_owned())
+    percent_decode(raw, Plus::Literal).map_err(|problem| {
+        ApiError::invalid_input(format!("The :{name} part of the path is not valid percent-encoding."))
+            .with_field(name, problem)
+    })
 }
 
 /// A request header as text.
@@ -41,40 +47,58 @@ pub fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
     req.header(name).and_then(|value| value.as_str())
 }
 
-/// The decoded value of a query-string parameter.
-pub fn query_param(req: &Request, name: &str) -> Option<String> {
+/// The decoded value of a query-string parameter (`+` is a space, as in a form), or `None`
+/// when the query does not have it. A malformed escape is a 400 naming the parameter.
+pub fn query_param(req: &Request, name: &str) -> Result<Option<String>, ApiError> {
     let query = req.query();
-    query
-        .split('&')
-        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
-        .find_map(|(key, value)| (percent_decode(key) == name).then(|| percent_decode(value)))
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        // A key that does not decode cannot be the one asked for; its own value is not read.
+        if percent_decode(key, Plus::Space).is_ok_and(|key| key == name) {
+            return percent_decode(value, Plus::Space).map(Some).map_err(|problem| {
+                ApiError::invalid_input(format!("The query parameter {name} is not valid percent-encoding."))
+                    .with_field(name, problem)
+            });
+        }
+    }
+    Ok(None)
 }
 
-fn percent_decode(text: &str) -> String {
+/// What a `+` means: a literal in a path, a space in a query string (HTML forms).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plus {
+    Literal,
+    Space,
+}
+
+/// Decodes `%XX` escapes strictly: every `%` starts two hex digits, and the bytes are UTF-8.
+/// The error says which rule was broken, for the answer's `fields`.
+fn percent_decode(text: &str, plus: Plus) -> Result<String, &'static str> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let escaped = (bytes[i] == b'%')
-            .then(|| text.get(i + 1..i + 3))
-            .flatten()
-            .and_then(|digits| u8::from_str_radix(digits, 16).ok());
-        match (bytes[i], escaped) {
-            (_, Some(byte)) => {
+        match bytes[i] {
+            b'%' => {
+                let byte = text
+                    .get(i + 1..i + 3)
+                    .filter(|digits| digits.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .and_then(|digits| u8::from_str_radix(digits, 16).ok())
+                    .ok_or("has a % that is not followed by two hexadecimal digits")?;
                 out.push(byte);
                 i += 3;
             }
-            (b'+', None) => {
+            b'+' if plus == Plus::Space => {
                 out.push(b' ');
                 i += 1;
             }
-            (other, None) => {
+            other => {
                 out.push(other);
                 i += 1;
             }
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8(out).map_err(|_| "does not decode to UTF-8 text")
 }
 
 /// Rejects any other method with a 405 whose `Allow` header names the accepted one.
@@ -110,14 +134,45 @@ mod tests {
     fn decodes_query_parameters() {
         let req = Request::builder()
             .method(Method::Get)
-            .uri("/get-session-context?session_id=s%201&context_key=last+query&x")
+            .uri("/get-session-context?session_id=s%201&context_key=last+query&x&bad=100%25%")
             .build();
-        assert_eq!(query_param(&req, "session_id").as_deref(), Some("s 1"));
-        assert_eq!(query_param(&req, "context_key").as_deref(), Some("last query"));
-        assert_eq!(query_param(&req, "x").as_deref(), Some(""));
-        assert_eq!(query_param(&req, "missing"), None);
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%e2%82%ac"), "€");
+        assert_eq!(query_param(&req, "session_id").ok().flatten().as_deref(), Some("s 1"));
+        assert_eq!(query_param(&req, "context_key").ok().flatten().as_deref(), Some("last query"));
+        assert_eq!(query_param(&req, "x").ok().flatten().as_deref(), Some(""));
+        assert_eq!(query_param(&req, "missing").ok(), Some(None));
+        assert_eq!(query_param(&req, "bad").err().map(|e| e.code), Some(ErrorCode::InvalidInput));
+        assert_eq!(percent_decode("%e2%82%ac", Plus::Space), Ok("€".to_owned()));
+    }
+
+    fn with_segment(raw: &str) -> Request {
+        Request::builder()
+            .method(Method::Get)
+            .uri(format!("/voice-tools/context/{raw}"))
+            .header("spin-path-match-session", raw)
+            .build()
+    }
+
+    #[test]
+    fn decodes_path_parameters() {
+        for (raw, decoded) in [
+            ("call%2042", "call 42"),
+            ("caf%C3%A9-7", "café-7"),
+            ("a%2Fb", "a/b"),
+            ("x%3Fy", "x?y"),
+            ("plus+sign", "plus+sign"),
+            ("plus%2Bsign", "plus+sign"),
+            ("send%5femail", "send_email"),
+        ] {
+            assert_eq!(path_param(&with_segment(raw), "session").ok().as_deref(), Some(decoded), "{raw}");
+        }
+    }
+
+    #[test]
+    fn malformed_escapes_in_a_path_are_refused() {
+        for raw in ["%zz", "abc%4", "%", "%ff", "%C3", "a%%20"] {
+            let error = path_param(&with_segment(raw), "session").err();
+            assert_eq!(error.as_ref().map(|e| e.code), Some(ErrorCode::InvalidInput), "{raw}");
+        }
     }
 
     #[test]

@@ -139,7 +139,7 @@ async fn read_request(incoming: IncomingRequest, headers: Headers, limit: usize)
         return Err(ApiError::payload_too_large(limit));
     }
     let mut builder = Request::builder();
-    builder.method(incoming.method()).uri(incoming.uri()).headers(headers);
+    builder.method(incoming.method()).uri(incoming.uri()).headers(combine_repeated(headers.entries()));
 
     let mut body = Vec::new();
     let mut chunks = pin!(incoming.into_body_stream());
@@ -153,6 +153,25 @@ async fn read_request(incoming: IncomingRequest, headers: Headers, limit: usize)
         body.extend_from_slice(&chunk);
     }
     Ok(builder.body(body).build())
+}
+
+/// Joins the lines of a header sent more than once into one value, separated by ", ", as
+/// HTTP defines (RFC 9110 §5.3). The request type keeps one value per name; without this the
+/// last line would silently win, and `Authorization: Bearer wrong` followed by
+/// `Authorization: Bearer right` would be let in. Joined, the credential is a list, which
+/// [`crate::require_bearer`] refuses.
+fn combine_repeated(entries: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
+    let mut combined: Vec<(String, Vec<u8>)> = Vec::with_capacity(entries.len());
+    for (name, value) in entries {
+        match combined.iter_mut().find(|(seen, _)| seen.eq_ignore_ascii_case(&name)) {
+            Some((_, joined)) => {
+                joined.extend_from_slice(b", ");
+                joined.extend_from_slice(&value);
+            }
+            None => combined.push((name, value)),
+        }
+    }
+    combined
 }
 
 fn declared_length(headers: &Headers) -> Option<usize> {
@@ -171,4 +190,26 @@ pub fn log_error(error: &ApiError) {
         return;
     }
     log_event("error", &error.message, serde_json::json!({"code": error.code, "detail": error.detail}));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, value: &str) -> (String, Vec<u8>) {
+        (name.to_owned(), value.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn repeated_header_lines_become_one_list() {
+        let combined = combine_repeated(vec![
+            entry("authorization", "Bearer wrong"),
+            entry("content-type", "application/json"),
+            entry("Authorization", "Bearer right"),
+        ]);
+        assert_eq!(
+            combined,
+            vec![entry("authorization", "Bearer wrong, Bearer right"), entry("content-type", "application/json")]
+        );
+    }
 }

@@ -13,8 +13,8 @@ mod protocol;
 mod tools;
 
 use gatehouse_domain::{ApiError, ErrorCode};
-use gatehouse_http::{Component, Method, Reply, Request};
-use serde_json::Value;
+use gatehouse_http::{BodyError, Component, Method, Reply, Request};
+use serde_json::{Map, Value};
 
 use crate::jsonrpc::{INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, RpcError};
 
@@ -34,15 +34,23 @@ pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiErro
         );
         return Ok(rpc_answer(400, &jsonrpc::error(&Value::Null, &error)));
     }
-    let body: Value = match gatehouse_http::read_json(&req) {
-        Ok(body) => body,
-        // Not JSON at all is the transport's business (JSON-RPC's parse error); a wrong media
-        // type or size keeps its HTTP answer.
-        Err(error) if error.code == ErrorCode::InvalidInput => {
+    let body = match gatehouse_http::parse_body::<Map<String, Value>>(&req) {
+        Ok(Some(message)) => Value::Object(message),
+        // A wrong media type keeps its HTTP answer; everything else about the body is
+        // JSON-RPC's business: not JSON at all is its parse error, a batch or a scalar is
+        // an invalid request (the shape is checked before any member is read).
+        Err(BodyError::MediaType) => return Err(BodyError::MediaType.into()),
+        Err(BodyError::NotAnObject(kind)) => {
+            let error = RpcError::new(
+                INVALID_REQUEST,
+                format!("A message must be one JSON-RPC 2.0 object, not {kind}; batches are not supported."),
+            );
+            return Ok(rpc_answer(400, &jsonrpc::error(&Value::Null, &error)));
+        }
+        Ok(None) | Err(_) => {
             let error = RpcError::new(PARSE_ERROR, "The body is not a JSON-RPC message.");
             return Ok(rpc_answer(400, &jsonrpc::error(&Value::Null, &error)));
         }
-        Err(error) => return Err(error),
     };
     match jsonrpc::classify(body) {
         Ok(Message::NoReply) => Ok(accepted()),

@@ -88,7 +88,7 @@ pub async fn list() -> Result<Value, ApiError> {
         {
             "name": "get_context",
             "title": "Get the session's calls",
-            "description": "The session's open calls (pending) and its last 10 settled calls (recent), newest first.",
+            "description": "The session's 20 newest open calls (pending) and 10 newest settled calls (recent), newest first, with how many of each it has (pending_total, recent_total, counted up to 100).",
             "inputSchema": object(json!({"session_id": session}), &["session_id"]),
             "annotations": read_only,
         },

@@ -1,4 +1,4 @@
-use gatehouse_domain::{SessionId, Status, ToolCallId};
+use gatehouse_domain::{SessionId, Status, ToolCallId, context};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use spin_sdk::pg4::{Connection, ParameterValue};
@@ -8,10 +8,16 @@ use crate::StoreError;
 /// What the agent needs to know about a session's tool calls (SPEC §5, context route).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextView {
-    /// Open calls (PENDING, EXECUTING, PREPARED) that have not expired, newest first.
+    /// The newest open calls (PENDING, EXECUTING, PREPARED) that have not expired, newest
+    /// first, at most [`context::PENDING_LIMIT`].
     pub pending: Vec<PendingCall>,
-    /// The 10 newest settled calls (COMPLETED, FAILED, CANCELLED, EXPIRED), newest first.
+    /// How many open calls the session has, counted up to [`context::COUNT_CAP`].
+    pub pending_total: i64,
+    /// The newest settled calls (COMPLETED, FAILED, CANCELLED, EXPIRED), newest first, at
+    /// most [`context::RECENT_LIMIT`].
     pub recent: Vec<CallSummary>,
+    /// How many settled calls the session has, counted up to [`context::COUNT_CAP`].
+    pub recent_total: i64,
 }
 
 /// One call as the agent sees it. Timestamps are RFC 3339 UTC text, formatted by the
@@ -40,7 +46,13 @@ const SESSION_CONTEXT_VIEW_SQL: &str = include_str!("sql/session_context_view.sq
 
 /// Reads a session's pending and recent calls in one statement.
 pub fn session_context_view(db: &Connection, session_id: &SessionId) -> Result<ContextView, StoreError> {
-    crate::rows::optional(db, SESSION_CONTEXT_VIEW_SQL, &[ParameterValue::Str(session_id.as_str().to_owned())])?
+    let params = [
+        ParameterValue::Str(session_id.as_str().to_owned()),
+        ParameterValue::Int64(context::PENDING_LIMIT),
+        ParameterValue::Int64(context::RECENT_LIMIT),
+        ParameterValue::Int64(context::COUNT_CAP),
+    ];
+    crate::rows::optional(db, SESSION_CONTEXT_VIEW_SQL, &params)?
         .ok_or_else(|| StoreError::Unexpected("the context query returned no row".to_owned()))
 }
 
@@ -65,11 +77,13 @@ mod tests {
                 "voice_response": null, "created_at": "2026-01-01T09:00:00.000Z",
                 "expires_at": null
             }],
+            "pending_total": 2,
             "recent": [{
                 "tool_call_id": "tc_00000000000c", "function_name": "send_email",
                 "parameters": {"to": "b@x.com"}, "result": {"ok": true}, "status": "EXPIRED",
                 "voice_response": "Done.", "created_at": "2026-01-01T08:00:00.000Z"
-            }]
+            }],
+            "recent_total": 100
         });
         let view: Result<ContextView, _> = serde_json::from_value(from_db.clone());
         let view = view.map_err(|e| e.to_string());

@@ -38,7 +38,7 @@ pub struct BenchArgs {
     /// Concurrent clients; repeat, or separate with commas, for several levels.
     #[arg(long = "concurrency", value_delimiter = ',', default_values_t = vec![1, 16])]
     pub concurrency: Vec<usize>,
-    /// Scenarios to run, repeated or comma-separated: health, context, query (over the
+    /// Scenarios to run, repeated or comma-separated: health, context, context-large, query (over the
     /// ingested documents), and (with the fixture tool: --manifest tests/fixtures/lifecycle.toml)
     /// create, modify, cancel, status, flow.
     #[arg(long = "scenario", value_delimiter = ',', default_values_t = vec!["health".to_string(), "context".to_string()])]
@@ -49,7 +49,11 @@ pub struct BenchArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scenario {
     Health,
+    /// GET /voice-tools/context/:session of a session with 5 open and 20 settled calls.
     Context,
+    /// The same route on a session with thousands of open and settled calls: the answer is
+    /// bounded, so its size and time should match `context`.
+    ContextLarge,
     /// POST /voice-tools/pending.
     Create,
     /// PATCH /voice-tools/modify/:id on PENDING calls, each request changing `to`.
@@ -65,9 +69,10 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 8] = [
+    const ALL: [Scenario; 9] = [
         Scenario::Health,
         Scenario::Context,
+        Scenario::ContextLarge,
         Scenario::Create,
         Scenario::Modify,
         Scenario::Cancel,
@@ -90,6 +95,7 @@ impl Scenario {
         match self {
             Scenario::Health => "health",
             Scenario::Context => "context",
+            Scenario::ContextLarge => "context-large",
             Scenario::Create => "create",
             Scenario::Modify => "modify",
             Scenario::Cancel => "cancel",
@@ -100,7 +106,7 @@ impl Scenario {
     }
 
     fn is_lifecycle(self) -> bool {
-        !matches!(self, Scenario::Health | Scenario::Context | Scenario::Query)
+        !matches!(self, Scenario::Health | Scenario::Context | Scenario::ContextLarge | Scenario::Query)
     }
 
     /// The steps of a multi-step unit of work, timed one by one.
@@ -117,6 +123,7 @@ impl Scenario {
         match self {
             Scenario::Health => &[Statement::Health],
             Scenario::Context => &[Statement::Context],
+            Scenario::ContextLarge => &[Statement::ContextLarge],
             Scenario::Create => &[Statement::Insert],
             Scenario::Modify => &[Statement::Modify],
             Scenario::Cancel => &[Statement::Cancel],
@@ -134,6 +141,7 @@ impl Scenario {
 enum Statement {
     Health,
     Context,
+    ContextLarge,
     Insert,
     Modify,
     Cancel,
@@ -143,9 +151,10 @@ enum Statement {
 
 impl Statement {
     /// In the order they run: the insert first, since its rate sizes the transitions' rows.
-    const ALL: [Statement; 7] = [
+    const ALL: [Statement; 8] = [
         Statement::Health,
         Statement::Context,
+        Statement::ContextLarge,
         Statement::Insert,
         Statement::Modify,
         Statement::Cancel,
@@ -158,6 +167,7 @@ impl Statement {
         match self {
             Statement::Health => "health",
             Statement::Context => "context",
+            Statement::ContextLarge => "context-large",
             Statement::Insert => "create",
             Statement::Modify => "modify",
             Statement::Cancel => "cancel",
@@ -168,6 +178,10 @@ impl Statement {
 }
 
 const BENCH_SESSION: &str = "bench-session";
+/// The session `context-large` reads: as a relay that looped would leave it.
+const BENCH_LARGE_SESSION: &str = "bench-session-large";
+const LARGE_SESSION_OPEN_CALLS: i64 = 6_000;
+const LARGE_SESSION_SETTLED_CALLS: i64 = 2_000;
 /// How long each level runs unmeasured first, to warm the connection pools and the components.
 const WARMUP: Duration = Duration::from_millis(300);
 
@@ -197,6 +211,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
                 sweep_interval: std::time::Duration::ZERO,
                 sweep_component: "sweeper".into(),
                 model_dir: None,
+                guest_limits: up::GuestLimits::default(),
             };
             let running = up::start(&up_args).await?;
             let url = format!("http://{}", running.address);
@@ -304,7 +319,7 @@ fn print_row(name: &str, concurrency: usize, h: &Histogram<u64>, errors: Option<
     let errors = errors.map_or_else(String::new, |e| e.to_string());
     let throughput = throughput.map_or_else(String::new, |t| format!("{t:.0}"));
     println!(
-        "{:<10} {:>5} {:>9} {:>7} {:>12} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
+        "{:<13} {:>5} {:>9} {:>7} {:>12} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
         name,
         concurrency,
         h.len(),
@@ -327,7 +342,7 @@ async fn measure_all(
     queries: Option<&Arc<query::Queries>>,
 ) -> Result<Vec<Measured>> {
     println!(
-        "{:<10} {:>5} {:>9} {:>7} {:>12} {:>8} {:>8} {:>8} {:>8}",
+        "{:<13} {:>5} {:>9} {:>7} {:>12} {:>8} {:>8} {:>8} {:>8}",
         "scenario", "conc", "requests", "errors", "throughput/s", "p50 ms", "p95 ms", "p99 ms", "max ms"
     );
     let mut measured = Vec::new();
@@ -335,8 +350,9 @@ async fn measure_all(
         for &concurrency in &args.concurrency {
             let work = match (scenario, lifecycle) {
                 (Scenario::Health, _) => get_work(client, format!("{base}/health"), None),
-                (Scenario::Context, _) => {
-                    get_work(client, format!("{base}/voice-tools/context/{BENCH_SESSION}"), Some(token.to_owned()))
+                (Scenario::Context | Scenario::ContextLarge, _) => {
+                    let session = if scenario == Scenario::Context { BENCH_SESSION } else { BENCH_LARGE_SESSION };
+                    get_work(client, format!("{base}/voice-tools/context/{session}"), Some(token.to_owned()))
                 }
                 (Scenario::Query, _) => match queries {
                     Some(queries) => queries.work(),
@@ -479,7 +495,18 @@ async fn run_load(work: &Work, concurrency: usize, duration: Duration, steps: us
     Ok(total)
 }
 
-/// A session with 5 open and 20 settled calls, the shape the context route reads.
+/// The context route's statement with the values the store binds, for pgbench.
+fn context_sql(session: &str) -> String {
+    use gatehouse_domain::context::{COUNT_CAP, PENDING_LIMIT, RECENT_LIMIT};
+    CONTEXT_SQL
+        .replace("$1", &format!("'{session}'"))
+        .replace("$2", &PENDING_LIMIT.to_string())
+        .replace("$3", &RECENT_LIMIT.to_string())
+        .replace("$4", &COUNT_CAP.to_string())
+}
+
+/// A session with 5 open and 20 settled calls, the shape the context route reads; and a
+/// large one, with thousands of each.
 async fn seed_context(database_url: &str) -> Result<()> {
     let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
         .await
@@ -502,6 +529,19 @@ async fn seed_context(database_url: &str) -> Result<()> {
             )
             .await?;
     }
+    client.execute("DELETE FROM tool_calls WHERE session_id = $1", &[&BENCH_LARGE_SESSION]).await?;
+    client
+        .execute(
+            "INSERT INTO tool_calls (tool_call_id, session_id, function_name, tool, parameters, status, expires_at, created_at)
+             SELECT 'tc_b' || lpad(to_hex(i), 11, '0'), $1, 'send_email', 'gmail',
+                    jsonb_build_object('to', 'john.smith@gmail.com', 'subject', 'Report ' || i),
+                    CASE WHEN i < $2 THEN 'PENDING' ELSE 'COMPLETED' END,
+                    now() + interval '1 hour', now() - make_interval(secs => i)
+               FROM generate_series(0, $2 + $3 - 1) AS i",
+            &[&BENCH_LARGE_SESSION, &LARGE_SESSION_OPEN_CALLS, &LARGE_SESSION_SETTLED_CALLS],
+        )
+        .await?;
+    client.execute("ANALYZE tool_calls", &[]).await?;
     Ok(())
 }
 
@@ -533,7 +573,7 @@ async fn database_floor(
     let statements: Vec<Statement> = Statement::ALL
         .into_iter()
         .filter(|st| scenarios.iter().any(|sc| sc.floor().contains(st)))
-        .filter(|st| lifecycle.is_some() || matches!(st, Statement::Health | Statement::Context))
+        .filter(|st| lifecycle.is_some() || matches!(st, Statement::Health | Statement::Context | Statement::ContextLarge))
         .collect();
     if statements.is_empty() {
         return Ok(Vec::new());
@@ -542,7 +582,7 @@ async fn database_floor(
         "\ndatabase floor: pgbench, the same statement, prepared, same concurrency ({})",
         durability(database_url).await?
     );
-    println!("{:<10} {:>5} {:>12} {:>12}", "statement", "conc", "tps", "avg ms");
+    println!("{:<13} {:>5} {:>12} {:>12}", "statement", "conc", "tps", "avg ms");
     let scratch = tempfile_dir()?;
     let seconds = args.seconds.ceil() as u64;
     let mut floors = Vec::new();
@@ -550,9 +590,8 @@ async fn database_floor(
         for &concurrency in &args.concurrency {
             let script = match (statement, lifecycle) {
                 (Statement::Health, _) => lifecycle::one_line(HEALTH_SQL),
-                (Statement::Context, _) => {
-                    lifecycle::one_line(&CONTEXT_SQL.replace("$1", &format!("'{BENCH_SESSION}'")))
-                }
+                (Statement::Context, _) => lifecycle::one_line(&context_sql(BENCH_SESSION)),
+                (Statement::ContextLarge, _) => lifecycle::one_line(&context_sql(BENCH_LARGE_SESSION)),
                 (_, Some(lifecycle)) => {
                     let insert_tps = floors
                         .iter()
@@ -579,7 +618,7 @@ async fn database_floor(
 }
 
 fn print_floor(statement: Statement, concurrency: usize, (tps, avg_ms): (f64, f64), note: &str) {
-    println!("{:<10} {:>5} {:>12.0} {:>12.3}{note}", statement.name(), concurrency, tps, avg_ms);
+    println!("{:<13} {:>5} {:>12.0} {:>12.3}{note}", statement.name(), concurrency, tps, avg_ms);
 }
 
 /// The server's durability settings, which a write floor depends on.
@@ -685,13 +724,13 @@ fn compare(
         }
     }
     let reads: Vec<Scenario> =
-        scenarios.iter().copied().filter(|s| matches!(s, Scenario::Status | Scenario::Context)).collect();
+        scenarios.iter().copied().filter(|s| matches!(s, Scenario::Status | Scenario::Context | Scenario::ContextLarge)).collect();
     if !reads.is_empty() {
         println!("\nreads at {low} client(s) (SPEC §11: p50 ≤ 1 ms, p99 ≤ 5 ms)");
         for scenario in reads {
             if let Some(m) = route(scenario, low) {
                 println!(
-                    "{:<10} p50 {:.3} ms, p99 {:.3} ms",
+                    "{:<13} p50 {:.3} ms, p99 {:.3} ms",
                     scenario.name(),
                     ms(&m.latency, 0.5),
                     ms(&m.latency, 0.99)

@@ -362,7 +362,7 @@ impl Lifecycle {
                 let flow = flow.clone();
                 Box::pin(async move { flow.conversation().await })
             }),
-            Scenario::Health | Scenario::Context | Scenario::Query => {
+            Scenario::Health | Scenario::Context | Scenario::ContextLarge | Scenario::Query => {
                 bail!("{} is not a lifecycle scenario", scenario.name())
             }
         })
@@ -459,7 +459,7 @@ impl Lifecycle {
                 let (_, ids) = self.precreate(FLOOR_SESSION, 1).await?;
                 return Ok(FloorScript { text: one_line(&bind(GET_SQL, &[literal(&ids[0])])), last_rows: Vec::new() });
             }
-            Statement::Health | Statement::Context => bail!("not a lifecycle statement"),
+            Statement::Health | Statement::Context | Statement::ContextLarge => bail!("not a lifecycle statement"),
         };
         let clients = concurrency as u64;
         let (first, per_client, last_rows) = if statement == Statement::Insert {
