@@ -204,6 +204,31 @@ async fn cancel_at_pending_then_every_other_action_is_refused() -> Result<()> {
     Ok(())
 }
 
+/// A relay that loops on modify cannot grow a call's histories (which every status answer
+/// carries) without end: after the 50th correction the next one is refused and nothing changes.
+#[tokio::test]
+async fn a_call_takes_at_most_fifty_corrections() -> Result<()> {
+    let app = app().await?;
+    let id = app.create_id(&unique("corrections"), json!({"to": "a0@example.com"}), None).await?;
+    let path = format!("/voice-tools/modify/{id}");
+    let modify =
+        |n: usize| app.send(Method::PATCH, &path, Some(json!({"parameters": {"to": format!("a{n}@example.com")}})));
+    for n in 1..=50 {
+        let answer = modify(n).await?;
+        assert_eq!(answer.status, 200, "correction {n}: {}", answer.body);
+    }
+    let refused = modify(51).await?;
+    assert_eq!((refused.status, refused.body["code"].as_str()), (409, Some("invalid_state")), "{}", refused.body);
+    assert_eq!(refused.body["status"], "PENDING");
+    let call = app.status(&id).await?.body;
+    assert_eq!(call["parameters"]["to"], "a50@example.com");
+    assert_eq!(call["parameters_history"].as_array().map(Vec::len), Some(50));
+    assert_eq!(statuses(&call).iter().filter(|s| *s == "MODIFIED").count(), 50);
+    // The call is still a normal PENDING call: it can be confirmed or cancelled.
+    assert_eq!(app.cancel(&id).await?.status, 200);
+    Ok(())
+}
+
 #[tokio::test]
 async fn cancel_while_preparing_stops_before_the_side_effect_and_discards() -> Result<()> {
     let app = app().await?;

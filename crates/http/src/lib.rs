@@ -31,7 +31,9 @@ mod serve;
 mod trace;
 
 pub use auth::require_bearer;
-pub use body::{BodyError, MAX_BODY_BYTES, from_json_value, parse_body, read_json, read_optional_json, require_no_body};
+pub use body::{
+    BodyError, MAX_BODY_BYTES, from_json_value, parse_body, read_json, read_optional_json, require_no_body,
+};
 pub use db::open_db;
 pub use outbound::{Answer, SendFailure, send, sleep, within};
 pub use random::{new_token, new_tool_call_id, random_bytes};

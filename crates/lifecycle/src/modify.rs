@@ -13,6 +13,11 @@ use crate::create::tool_error;
 use crate::drive::tool_request;
 use crate::rejection::{self, Action};
 
+/// How many corrections one call takes. Each is kept in the call's `parameters_history` and
+/// `status_history`, which every status answer carries: a relay that loops on modify must not
+/// make them grow without end. A conversation needs a handful; past this, cancel and ask again.
+pub const MAX_CORRECTIONS: usize = 50;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModifyRequest {
@@ -36,6 +41,16 @@ pub async fn modify(db: &Connection, id: &ToolCallId, request: ModifyRequest) ->
     let call = gatehouse_store::get_call(db, id)?.ok_or_else(|| rejection::not_found(id))?;
     if let Some(error) = rejection::check(Action::Modify, &call) {
         return Err(error);
+    }
+    if corrections(&call.status_history) >= MAX_CORRECTIONS {
+        return Err(ApiError::invalid_state(
+            format!(
+                "This call has been corrected {MAX_CORRECTIONS} times, the most one call can be. \
+                 Cancel it and ask for a new one."
+            ),
+            id.clone(),
+            call.status,
+        ));
     }
     let mut patched = Value::Object(call.parameters.clone());
     merge_patch(&mut patched, &request.parameters);
@@ -76,6 +91,13 @@ pub async fn modify(db: &Connection, id: &ToolCallId, request: ModifyRequest) ->
         }
     }
     Ok(gatehouse_http::json_response(200, &response(id, &validated.parameters, &validated.summary, &changes)).into())
+}
+
+/// How many times the call was corrected: each applied modify added one MODIFIED entry. (The
+/// update that applies a correction is conditional on the parameters it was computed from, so
+/// two concurrent corrections cannot both pass this count and both land.)
+fn corrections(status_history: &[Value]) -> usize {
+    status_history.iter().filter(|entry| entry["status"] == "MODIFIED").count()
 }
 
 fn response(id: &ToolCallId, parameters: &Map<String, Value>, summary: &str, changes: &[FieldChange]) -> Value {

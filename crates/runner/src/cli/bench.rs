@@ -573,7 +573,9 @@ async fn database_floor(
     let statements: Vec<Statement> = Statement::ALL
         .into_iter()
         .filter(|st| scenarios.iter().any(|sc| sc.floor().contains(st)))
-        .filter(|st| lifecycle.is_some() || matches!(st, Statement::Health | Statement::Context | Statement::ContextLarge))
+        .filter(|st| {
+            lifecycle.is_some() || matches!(st, Statement::Health | Statement::Context | Statement::ContextLarge)
+        })
         .collect();
     if statements.is_empty() {
         return Ok(Vec::new());
@@ -723,8 +725,11 @@ fn compare(
             );
         }
     }
-    let reads: Vec<Scenario> =
-        scenarios.iter().copied().filter(|s| matches!(s, Scenario::Status | Scenario::Context | Scenario::ContextLarge)).collect();
+    let reads: Vec<Scenario> = scenarios
+        .iter()
+        .copied()
+        .filter(|s| matches!(s, Scenario::Status | Scenario::Context | Scenario::ContextLarge))
+        .collect();
     if !reads.is_empty() {
         println!("\nreads at {low} client(s) (SPEC §11: p50 ≤ 1 ms, p99 ≤ 5 ms)");
         for scenario in reads {
