@@ -49,7 +49,7 @@ pub struct BenchArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scenario {
     Health,
-    /// GET /voice-tools/context/:session of a session with 5 open and 20 settled calls.
+    /// GET /voice-tools/context/:session of a session with 25 open and 20 settled calls.
     Context,
     /// The same route on a session with thousands of open and settled calls: the answer is
     /// bounded, so its size and time should match `context`.
@@ -178,6 +178,8 @@ impl Statement {
 }
 
 const BENCH_SESSION: &str = "bench-session";
+const SMALL_SESSION_OPEN_CALLS: i64 = 25;
+const SMALL_SESSION_SETTLED_CALLS: i64 = 20;
 /// The session `context-large` reads: as a relay that looped would leave it.
 const BENCH_LARGE_SESSION: &str = "bench-session-large";
 const LARGE_SESSION_OPEN_CALLS: i64 = 6_000;
@@ -280,6 +282,37 @@ async fn measure_and_compare(
         None => Vec::new(),
     };
     compare(args, scenarios, &measured, &floors, commits.as_ref());
+    print_context_answers(scenarios, client, base, token).await
+}
+
+/// The size of each context answer the scenarios read: the same, whatever the session holds.
+async fn print_context_answers(
+    scenarios: &[Scenario],
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+) -> Result<()> {
+    for &scenario in scenarios {
+        let session = match scenario {
+            Scenario::Context => BENCH_SESSION,
+            Scenario::ContextLarge => BENCH_LARGE_SESSION,
+            _ => continue,
+        };
+        let answer = client.get(format!("{base}/voice-tools/context/{session}")).bearer_auth(token).send().await?;
+        let body = answer.bytes().await?;
+        let view: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let listed = |list: &str| view[list].as_array().map_or(0, Vec::len);
+        println!(
+            "{:<13} answer {} bytes: {} of {} open calls listed, {} of {} settled (totals capped at {})",
+            scenario.name(),
+            body.len(),
+            listed("pending"),
+            view["pending_total"],
+            listed("recent"),
+            view["recent_total"],
+            gatehouse_domain::context::COUNT_CAP
+        );
+    }
     Ok(())
 }
 
@@ -505,42 +538,33 @@ fn context_sql(session: &str) -> String {
         .replace("$4", &COUNT_CAP.to_string())
 }
 
-/// A session with 5 open and 20 settled calls, the shape the context route reads; and a
-/// large one, with thousands of each.
+/// The two sessions the context scenarios read. Both answers are full (20 open and 10 settled
+/// calls listed), so the scenarios differ only in how many calls the session holds.
 async fn seed_context(database_url: &str) -> Result<()> {
     let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
         .await
-        .context("connecting to seed the benchmark session")?;
+        .context("connecting to seed the benchmark sessions")?;
     tokio::spawn(connection);
-    client.execute("DELETE FROM tool_calls WHERE session_id = $1", &[&BENCH_SESSION]).await?;
-    for i in 0..25i64 {
-        let status = if i < 5 { "PENDING" } else { "COMPLETED" };
+    let sessions = [
+        (BENCH_SESSION, "a", SMALL_SESSION_OPEN_CALLS, SMALL_SESSION_SETTLED_CALLS),
+        (BENCH_LARGE_SESSION, "b", LARGE_SESSION_OPEN_CALLS, LARGE_SESSION_SETTLED_CALLS),
+    ];
+    for (session, id_prefix, open, settled) in sessions {
+        client.execute("DELETE FROM tool_calls WHERE session_id = $1", &[&session]).await?;
+        // The newest `open` calls are PENDING, the older ones COMPLETED; ids are `tc_` + the
+        // prefix + 11 hex digits, so the two sessions never share one.
         client
             .execute(
                 "INSERT INTO tool_calls (tool_call_id, session_id, function_name, tool, parameters, status, expires_at, created_at)
-                 VALUES ($1, $2, 'send_email', 'gmail', $3, $4, now() + interval '1 hour', now() - make_interval(secs => $5))",
-                &[
-                    &format!("tc_{i:012x}"),
-                    &BENCH_SESSION,
-                    &serde_json::json!({"to": "john.smith@gmail.com", "subject": format!("Report {i}")}),
-                    &status,
-                    &(i as f64),
-                ],
+                 SELECT 'tc_' || $2::text || lpad(to_hex(i), 11, '0'), $1, 'send_email', 'gmail',
+                        jsonb_build_object('to', 'john.smith@gmail.com', 'subject', 'Report ' || i),
+                        CASE WHEN i < $3::bigint THEN 'PENDING' ELSE 'COMPLETED' END,
+                        now() + interval '1 hour', now() - make_interval(secs => i)
+                   FROM generate_series(0, $3::bigint + $4::bigint - 1) AS i",
+                &[&session, &id_prefix, &open, &settled],
             )
             .await?;
     }
-    client.execute("DELETE FROM tool_calls WHERE session_id = $1", &[&BENCH_LARGE_SESSION]).await?;
-    client
-        .execute(
-            "INSERT INTO tool_calls (tool_call_id, session_id, function_name, tool, parameters, status, expires_at, created_at)
-             SELECT 'tc_b' || lpad(to_hex(i), 11, '0'), $1, 'send_email', 'gmail',
-                    jsonb_build_object('to', 'john.smith@gmail.com', 'subject', 'Report ' || i),
-                    CASE WHEN i < $2 THEN 'PENDING' ELSE 'COMPLETED' END,
-                    now() + interval '1 hour', now() - make_interval(secs => i)
-               FROM generate_series(0, $2 + $3 - 1) AS i",
-            &[&BENCH_LARGE_SESSION, &LARGE_SESSION_OPEN_CALLS, &LARGE_SESSION_SETTLED_CALLS],
-        )
-        .await?;
     client.execute("ANALYZE tool_calls", &[]).await?;
     Ok(())
 }

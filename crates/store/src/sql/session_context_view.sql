@@ -15,7 +15,9 @@ WITH open_calls AS (
       FROM tool_calls c
      WHERE c.session_id = $1
        AND c.status IN ('PENDING', 'EXECUTING', 'PREPARED')
-       AND tool_call_effective_status(c.status, c.expires_at) IN ('PENDING', 'EXECUTING', 'PREPARED')
+       -- Not past its deadline: tool_call_effective_status() of these is still open. Spelled
+       -- out, the planner can tell how few rows it filters and walks the index newest first.
+       AND (c.status = 'EXECUTING' OR c.expires_at > now())
      ORDER BY c.created_at DESC, c.tool_call_id DESC
      LIMIT $4
 ),
