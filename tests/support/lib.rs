@@ -13,6 +13,7 @@ use anyhow::{Context, Result, bail};
 
 pub mod gmail;
 pub mod lifecycle;
+pub mod raw;
 pub mod vector;
 
 pub fn workspace_root() -> PathBuf {

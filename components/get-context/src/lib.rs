@@ -11,12 +11,12 @@ use gatehouse_http::{ApiError, Method, Reply, Request};
 gatehouse_http::component!(handle);
 
 /// The stored-context route; every other request came in on `/voice-tools/context/:session`.
-const SESSION_CONTEXT_PATH: &str = "/get-session-context";
+const SESSION_CONTEXT_ROUTE: &str = "/get-session-context";
 
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Get)?;
     gatehouse_http::require_no_body(&req)?;
-    if req.path() == SESSION_CONTEXT_PATH {
+    if gatehouse_http::matched_route(&req) == Some(SESSION_CONTEXT_ROUTE) {
         return stored_context(&req);
     }
     gatehouse_lifecycle::context(&gatehouse_http::path_param(&req, "session")?)

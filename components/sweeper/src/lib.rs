@@ -7,14 +7,14 @@ use gatehouse_http::{ApiError, Method, Reply, Request};
 
 gatehouse_http::component!(handle);
 
-/// The public route; the host timer reaches the private route with another path.
-const PUBLIC_PATH: &str = "/voice-tools/sweep";
-
 async fn handle(req: Request) -> Result<Reply, ApiError> {
-    if req.path() == PUBLIC_PATH {
-        gatehouse_http::admit(&req, Method::Post)?;
-    } else {
+    // The host timer reaches the private route by service chaining; every other request came
+    // in on the public route (with any path it matches, `/voice-tools/sweep/` too) and needs
+    // the token. Deciding on the path instead would let a trailing slash skip the check.
+    if gatehouse_http::matched_route(&req) == Some(gatehouse_http::CHAINED_ROUTE) {
         gatehouse_http::require_method(&req, Method::Post)?;
+    } else {
+        gatehouse_http::admit(&req, Method::Post)?;
     }
     gatehouse_http::require_no_body(&req)?;
     let db = gatehouse_http::open_db()?;

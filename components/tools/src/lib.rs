@@ -14,8 +14,9 @@ gatehouse_http::component!(handle);
 async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Get)?;
     gatehouse_http::require_no_body(&req)?;
-    let path = req.path();
-    if path.ends_with("/executions") {
+    // Dispatched on the route pattern, so a trailing slash cannot change which route answers.
+    let route = gatehouse_http::matched_route(&req).unwrap_or_default();
+    if route.ends_with("/executions") {
         let name = gatehouse_http::path_param(&req, "name")?;
         let query = ExecutionsQuery {
             limit: query_param(&req, "limit")?,
@@ -24,7 +25,7 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
             cursor: query_param(&req, "cursor")?,
         };
         gatehouse_lifecycle::tool_executions(&name, &query)
-    } else if path.ends_with("/stats") {
+    } else if route.ends_with("/stats") {
         let name = gatehouse_http::path_param(&req, "name")?;
         gatehouse_lifecycle::tool_stats(&name, query_param(&req, "window")?.as_deref())
     } else {

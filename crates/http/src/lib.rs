@@ -38,7 +38,10 @@ pub use db::open_db;
 pub use outbound::{Answer, SendFailure, send, sleep, within};
 pub use random::{new_token, new_tool_call_id, random_bytes};
 pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
-pub use route::{admit, call_id, header, parse_call_id, path_param, prefer_wait, query_param, require_method};
+pub use route::{
+    CHAINED_ROUTE, admit, call_id, header, matched_route, parse_call_id, path_param, prefer_wait, query_param,
+    require_method,
+};
 pub use serve::{AfterResponse, Reply, log_error, reply_or_error, serve, serve_with_body_limit};
 pub use trace::{Component, log_event, log_line, trace_id, traceparent};
 

@@ -42,6 +42,18 @@ pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
     })
 }
 
+/// The route pattern the request matched, as written in the manifest
+/// (`/voice-tools/tools/:name/stats`), from Spin's `spin-matched-route` header; `/...` for a
+/// request that came by service chaining. A component serving several routes dispatches on
+/// this, not on the path: `/get-session-context/` (a trailing slash) matches the route
+/// `/get-session-context` but is not that path.
+pub fn matched_route(req: &Request) -> Option<&str> {
+    header(req, "spin-matched-route")
+}
+
+/// The route Spin reports for a request that reached a private component by service chaining.
+pub const CHAINED_ROUTE: &str = "/...";
+
 /// A request header as text.
 pub fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
     req.header(name).and_then(|value| value.as_str())
