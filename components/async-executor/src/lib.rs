@@ -8,8 +8,10 @@ use gatehouse_http::{ApiError, Method, Reply, Request};
 gatehouse_http::component!(handle);
 
 async fn handle(req: Request) -> Result<Reply, ApiError> {
-    // Reachable only through service chaining (a private route), so it carries no token.
+    // Handed over by confirm, resume or the sweeper: by service chaining on one host, or signed
+    // with `contract_secret` from another (see `executor_url`). It carries no bearer token.
     gatehouse_http::require_method(&req, Method::Post)?;
+    gatehouse_http::require_service_request(&req)?;
     let request = gatehouse_http::read_json(&req)?;
     gatehouse_lifecycle::drive(request).await
 }

@@ -11,6 +11,7 @@ mod error;
 mod ids;
 mod patch;
 mod prefer;
+pub mod service_auth;
 mod status;
 mod time;
 

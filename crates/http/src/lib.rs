@@ -30,7 +30,7 @@ mod route;
 mod serve;
 mod trace;
 
-pub use auth::require_bearer;
+pub use auth::{require_bearer, require_service_request, service_signature};
 pub use body::{
     BodyError, MAX_BODY_BYTES, from_json_value, parse_body, read_json, read_optional_json, require_no_body,
 };

@@ -55,6 +55,19 @@ impl Config {
         Ok(ToolClient::new(name, component, Self::tool_timeout()?))
     }
 
+    /// Where confirmed calls are handed over to be driven: the `async-executor` component by
+    /// service chaining (the default, `http://async-executor.spin.internal`), or the origin of a
+    /// host that serves it, where the manifest routes `/internal/executor/...` to it. A hand-off
+    /// to another host is signed with `contract_secret`.
+    pub fn executor_drive_url() -> Result<String, ApiError> {
+        let origin = read("executor_origin")?;
+        let origin = origin.trim().trim_end_matches('/');
+        if !(origin.starts_with("http://") || origin.starts_with("https://")) {
+            return Err(ApiError::internal().with_detail("the executor_origin variable is not an http(s) origin"));
+        }
+        Ok(format!("{origin}/internal/executor/drive"))
+    }
+
     pub fn callback_allowlist() -> Result<CallbackAllowlist, ApiError> {
         Ok(CallbackAllowlist::parse(&read("callback_allowed_hosts")?))
     }

@@ -16,7 +16,6 @@ use crate::drive::DriveRequest;
 use crate::rejection::{self, Action};
 
 /// The private component that runs confirmed calls.
-const EXECUTOR: &str = "async-executor";
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,14 +112,24 @@ async fn start(
 /// even if the caller hung up. The executor answers once the call has settled or paused. It
 /// works in the call's trace, so a re-drive by the sweeper is found under the same trace.
 pub(crate) async fn hand_to_executor(request: DriveRequest, trace_id: Option<String>, lease_seconds: f64) {
-    let url = format!("http://{EXECUTOR}.spin.internal/drive");
+    let url = match Config::executor_drive_url() {
+        Ok(url) => url,
+        Err(e) => return gatehouse_http::log_error(&e),
+    };
     let body = match serde_json::to_vec(&request) {
         Ok(body) => body,
         Err(e) => return gatehouse_http::log_line("error", &format!("encoding a drive request: {e}")),
     };
+    let signature = match gatehouse_http::service_signature(&Method::Post, &url, &body) {
+        Ok(signature) => signature,
+        Err(e) => return gatehouse_http::log_error(&e),
+    };
     let timeout = Duration::from_secs_f64(lease_seconds.max(1.0));
     let traceparent = gatehouse_http::traceparent(&trace_id.unwrap_or_else(gatehouse_http::trace_id));
-    let headers = [("content-type", "application/json"), ("traceparent", traceparent.as_str())];
+    let mut headers = vec![("content-type", "application/json"), ("traceparent", traceparent.as_str())];
+    if let Some((name, value)) = &signature {
+        headers.push((name, value));
+    }
     let outcome = gatehouse_http::send(Method::Post, &url, &headers, body, timeout).await;
     match outcome {
         Ok(answer) if answer.is_success() => {}

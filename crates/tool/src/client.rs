@@ -7,6 +7,7 @@ use gatehouse_http::Method;
 use serde::de::DeserializeOwned;
 
 use crate::history::{Execution, Outcome, ToolIdentity};
+use crate::registry::ToolTarget;
 
 /// How a contract call went wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -20,7 +21,8 @@ pub enum ToolError {
     Crashed(String),
 }
 
-/// The tool contract, spoken to one tool component through service chaining.
+/// The tool contract, spoken to one tool: a component of this application through service
+/// chaining, or a tool host at a URL (signed with `contract_secret`).
 #[derive(Debug, Clone)]
 pub struct ToolClient {
     /// The tool's function name, for the history rows written on its behalf.
@@ -85,7 +87,7 @@ impl ToolClient {
         op: Operation,
         request: Option<&ToolRequest>,
     ) -> Result<T, ToolError> {
-        let url = format!("http://{}.spin.internal{}", self.component, op.path());
+        let url = ToolTarget::of(&self.component).url(&op.path());
         let (method, body) = match request {
             Some(request) => (
                 Method::Post,
@@ -97,6 +99,11 @@ impl ToolClient {
         let traceparent = request.and_then(|r| r.trace_id.as_deref()).map(gatehouse_http::traceparent);
         if let Some(traceparent) = &traceparent {
             headers.push(("traceparent", traceparent));
+        }
+        let signature = gatehouse_http::service_signature(&method, &url, &body)
+            .map_err(|e| ToolError::Crashed(format!("signing the request: {}", e.message)))?;
+        if let Some((name, value)) = &signature {
+            headers.push((name, value));
         }
         let answer = gatehouse_http::send(method, &url, &headers, body, self.timeout)
             .await

@@ -14,5 +14,5 @@ mod registry;
 mod server;
 
 pub use client::{ToolClient, ToolError};
-pub use registry::{RegistryEntry, ToolRegistry};
+pub use registry::{RegistryEntry, ToolRegistry, ToolTarget};
 pub use server::{Tool, ToolFailure, describe_as, identity, serve_tool, serve_tool_with_route};

@@ -2,14 +2,45 @@
 //!
 //! It is the application variable `tool_registry`, a comma-separated list of
 //! `name[|alias...]=component` entries, e.g. `send_email|send_gmail=gmail,query_vector_db=vector-query`.
-//! Adding a tool is one component plus one entry here.
+//! Adding a tool is one component plus one entry here. A tool deployed on a host of its own is
+//! named by the base URL of its contract instead of a component id:
+//! `send_email|send_gmail=https://tools.example.com/internal/tools/gmail`.
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryEntry {
     /// The canonical function name (the first name of the entry).
     pub name: String,
     pub aliases: Vec<String>,
+    /// Where the tool is served: a component of this application, or a tool host's URL (see
+    /// [`ToolTarget`]). Calls store it, so a call keeps its tool if the registry changes.
     pub component: String,
+}
+
+/// How a registry entry's `component` is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolTarget<'a> {
+    /// A component of this application, by service chaining: `http://<id>.spin.internal`.
+    Component(&'a str),
+    /// The base URL of the tool's contract on another host, without a trailing slash.
+    Url(&'a str),
+}
+
+impl<'a> ToolTarget<'a> {
+    pub fn of(component: &'a str) -> ToolTarget<'a> {
+        if component.starts_with("http://") || component.starts_with("https://") {
+            ToolTarget::Url(component.trim_end_matches('/'))
+        } else {
+            ToolTarget::Component(component)
+        }
+    }
+
+    /// The URL of the contract operation at `path` (`/tool/prepare`).
+    pub fn url(self, path: &str) -> String {
+        match self {
+            ToolTarget::Component(id) => format!("http://{id}.spin.internal{path}"),
+            ToolTarget::Url(base) => format!("{base}{path}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -28,6 +59,11 @@ impl ToolRegistry {
             let component = component.trim();
             if component.is_empty() {
                 return Err(format!("registry entry {entry:?} names no component"));
+            }
+            if let ToolTarget::Url(url) = ToolTarget::of(component)
+                && url.split_once("://").is_none_or(|(_, rest)| rest.is_empty() || rest.starts_with('/'))
+            {
+                return Err(format!("registry entry {entry:?} names a URL without a host"));
             }
             entries.push(RegistryEntry { name, aliases: names.collect(), component: component.to_owned() });
         }
@@ -65,6 +101,25 @@ mod tests {
         assert_eq!(registry.resolve("query_vector_db").map(|e| e.component.as_str()), Some("vector-query"));
         assert_eq!(registry.resolve("gmail"), None);
         assert_eq!(registry.names(), ["send_email", "send_gmail", "query_vector_db"]);
+    }
+
+    #[test]
+    fn a_tool_may_live_on_another_host() {
+        let registry = ToolRegistry::parse("send_email=https://tools.example.com/internal/tools/gmail/, x=fixture")
+            .unwrap_or_default();
+        let gmail = registry.resolve("send_email").map(|e| ToolTarget::of(&e.component));
+        assert_eq!(gmail, Some(ToolTarget::Url("https://tools.example.com/internal/tools/gmail")));
+        assert_eq!(
+            gmail.map(|t| t.url("/tool/prepare")).as_deref(),
+            Some("https://tools.example.com/internal/tools/gmail/tool/prepare")
+        );
+        let local = registry.resolve("x").map(|e| ToolTarget::of(&e.component));
+        assert_eq!(
+            local.map(|t| t.url("/tool/describe")).as_deref(),
+            Some("http://fixture.spin.internal/tool/describe")
+        );
+        assert!(ToolRegistry::parse("send_email=https://").is_err());
+        assert!(ToolRegistry::parse("send_email=http:///x").is_err());
     }
 
     #[test]

@@ -104,6 +104,9 @@ pub fn identity<T: Tool>(tool: &T, component: Component) -> ToolIdentity {
 }
 
 async fn handle<T: Tool>(req: Request, component: Component, tool: &T) -> Result<Reply, ApiError> {
+    // Chained from this application, or signed by one holding `contract_secret`: a tool host's
+    // public contract route answers nobody else.
+    gatehouse_http::require_service_request(&req)?;
     let path = req.path().to_owned();
     let op = path
         .rsplit('/')
