@@ -4,6 +4,9 @@
 //! entry, so it is atomic and commits once. Each returns the call as it was before and, if the
 //! condition held, as it is after: a caller whose transition lost learns the current state
 //! without a second query.
+//!
+//! Every statement answers exactly one row, even for an unknown id (see `rows.rs`): before and
+//! after are scalar subqueries, NULL when there is no call or the condition did not hold.
 
 use gatehouse_domain::contract::Checkpoint;
 use gatehouse_domain::{SessionId, Status, ToolCallId};
@@ -125,6 +128,25 @@ const RELEASE: &str = include_str!("sql/calls/release.sql");
 const EXPIRE: &str = include_str!("sql/calls/expire.sql");
 const CLAIM_STRANDED: &str = include_str!("sql/calls/claim_stranded.sql");
 const FAIL_EXHAUSTED: &str = include_str!("sql/calls/fail_exhausted.sql");
+
+/// Every statement above, for the one-row shape check in `rows.rs`.
+#[cfg(test)]
+pub(crate) const STATEMENTS: &[(&str, &str)] = &[
+    ("sql/calls/insert.sql", INSERT),
+    ("sql/calls/get.sql", GET),
+    ("sql/calls/modify.sql", MODIFY),
+    ("sql/calls/confirm.sql", CONFIRM),
+    ("sql/calls/resume.sql", RESUME),
+    ("sql/calls/cancel.sql", CANCEL),
+    ("sql/calls/prepared.sql", PREPARED),
+    ("sql/calls/begin_side_effect.sql", BEGIN_SIDE_EFFECT),
+    ("sql/calls/complete.sql", COMPLETE),
+    ("sql/calls/fail.sql", FAIL),
+    ("sql/calls/release.sql", RELEASE),
+    ("sql/calls/expire.sql", EXPIRE),
+    ("sql/calls/claim_stranded.sql", CLAIM_STRANDED),
+    ("sql/calls/fail_exhausted.sql", FAIL_EXHAUSTED),
+];
 
 fn text(value: &str) -> ParameterValue {
     ParameterValue::Str(value.to_owned())

@@ -4,18 +4,24 @@
 use spin_sdk::pg4::{Connection, DbValue, ParameterValue};
 
 use crate::StoreError;
+use crate::rows::{first_column, one_row};
+
+/// The sealed credential under $1 that is still valid for at least $2 seconds, or NULL. A scalar
+/// subquery over the primary key, so a cache miss is one row too (see `rows.rs`).
+pub(crate) const CACHED_CREDENTIAL: &str = "SELECT (SELECT sealed FROM credential_cache
+                 WHERE cache_key = $1 AND expires_at > now() + make_interval(secs => $2::float8)) AS sealed";
 
 /// A sealed credential that is still valid for at least `margin_seconds`.
 pub fn cached_credential(db: &Connection, key: &str, margin_seconds: f64) -> Result<Option<Vec<u8>>, StoreError> {
-    let rows = db.query(
-        "SELECT sealed FROM credential_cache
-          WHERE cache_key = $1 AND expires_at > now() + make_interval(secs => $2::float8)",
+    let row = one_row(
+        db,
+        CACHED_CREDENTIAL,
         &[ParameterValue::Str(key.to_owned()), ParameterValue::Floating64(margin_seconds)],
     )?;
-    match rows.rows.first().and_then(|row| row.first()) {
-        Some(DbValue::Binary(bytes)) => Ok(Some(bytes.clone())),
-        Some(other) => Err(StoreError::Unexpected(format!("credential_cache.sealed decoded as {other:?}"))),
-        None => Ok(None),
+    match first_column(row, CACHED_CREDENTIAL)? {
+        DbValue::Binary(bytes) => Ok(Some(bytes)),
+        DbValue::DbNull => Ok(None),
+        other => Err(StoreError::Unexpected(format!("credential_cache.sealed decoded as {other:?}"))),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Typed queries over Spin's PostgreSQL interface (`spin:postgres/postgres@4.0.0`).
 //!
 //! Every statement is parameterized; user input never becomes SQL text. Each public
-//! function is one round trip, because the latency targets leave no room for two.
+//! function is one round trip, because the latency targets leave no room for two. Every
+//! statement sent through `query` answers exactly one row, because Spin 4.0.x hangs on a
+//! result with none (see `rows.rs`).
 
 // ApiError is a few pointers wide; it only travels the failure path, where its size
 // costs nothing measurable, and boxing it would clutter every handler.

@@ -34,12 +34,16 @@ pub fn record_callback_attempt(db: &Connection, row: &CallbackAttempt<'_>) -> Re
     Ok(())
 }
 
+/// The unexpired value under ($1 session, $2 key), or NULL. A scalar subquery over the primary
+/// key, so a missing key is one row too (see `rows.rs`).
+pub(crate) const SESSION_CONTEXT_GET: &str = "SELECT (SELECT context_value FROM session_context
+                 WHERE session_id = $1 AND context_key = $2 AND expires_at > now()) AS context_value";
+
 /// A session context value that has not expired.
 pub fn session_context_get(db: &Connection, session_id: &str, key: &str) -> Result<Option<Value>, StoreError> {
     crate::rows::optional(
         db,
-        "SELECT context_value FROM session_context
-          WHERE session_id = $1 AND context_key = $2 AND expires_at > now()",
+        SESSION_CONTEXT_GET,
         &[ParameterValue::Str(session_id.to_owned()), ParameterValue::Str(key.to_owned())],
     )
 }

@@ -1,5 +1,18 @@
-//! Reading results: every query here answers one jsonb value that the database built, so
-//! decoding is the same few steps everywhere.
+//! Reading results. Every statement the store sends through `query` answers EXACTLY ONE row,
+//! and this module is the one place that reads it and says so when it does not.
+//!
+//! Why one row, always: Spin 4.0.x's PostgreSQL host never answers a `query` whose result has
+//! zero rows (spinframework/spin issue 3671, fixed on main by PR 3673, in no release yet): it
+//! waits for the column list that only a first row brings, and the request hangs. The
+//! application must run on Spin 3.4 and later, 4.0.x included, so no statement may come back
+//! empty:
+//! - a lookup is a scalar subquery, `SELECT (SELECT col FROM t WHERE ...) AS col`, which is
+//!   NULL when nothing matches: a NULL column means "not found";
+//! - a conditional transition returns its before/after as scalar subqueries over its CTEs
+//!   (`sql/calls/*.sql`), still one statement, so still atomic;
+//! - a list is one jsonb array, `COALESCE(jsonb_agg(...), '[]'::jsonb)`.
+//!
+//! `execute` (no result set) is not affected and is used as before.
 
 use serde::de::DeserializeOwned;
 use spin_sdk::pg4::{Connection, DbValue, ParameterValue};
@@ -17,21 +30,202 @@ pub(crate) fn decode<T: DeserializeOwned>(value: &DbValue) -> Result<Option<T>, 
     }
 }
 
-/// Runs a statement that answers exactly one row, and hands back its columns.
+/// Runs a statement written to answer exactly one row, and hands back its columns.
 pub(crate) fn one_row(db: &Connection, sql: &str, params: &[ParameterValue]) -> Result<Vec<DbValue>, StoreError> {
-    let rows = db.query(sql, params)?;
-    rows.rows.into_iter().next().ok_or_else(|| StoreError::Unexpected("the statement returned no row".into()))
+    exactly_one(db.query(sql, params)?.rows, sql)
 }
 
-/// The first column of the first row, decoded; `None` when there is no row or it is NULL.
+/// The first column of the single row, decoded; `None` when it is NULL (nothing matched).
 pub(crate) fn optional<T: DeserializeOwned>(
     db: &Connection,
     sql: &str,
     params: &[ParameterValue],
 ) -> Result<Option<T>, StoreError> {
-    let rows = db.query(sql, params)?;
-    match rows.rows.first().and_then(|row| row.first()) {
-        Some(value) => decode(value),
-        None => Ok(None),
+    decode(&first_column(one_row(db, sql, params)?, sql)?)
+}
+
+/// The first column of a row; a row without columns is a statement out of step with its reader.
+pub(crate) fn first_column(row: Vec<DbValue>, sql: &str) -> Result<DbValue, StoreError> {
+    row.into_iter()
+        .next()
+        .ok_or_else(|| StoreError::Unexpected(format!("the statement answered a row without columns: {}", head(sql))))
+}
+
+/// The one row of a result. Zero rows (which would have hung Spin 4.0.x before reaching here)
+/// or several mean the statement broke the one-row convention: a bug, named in the error.
+fn exactly_one(rows: Vec<Vec<DbValue>>, sql: &str) -> Result<Vec<DbValue>, StoreError> {
+    let count = rows.len();
+    let mut rows = rows.into_iter();
+    match (rows.next(), count) {
+        (Some(row), 1) => Ok(row),
+        _ => Err(StoreError::Unexpected(format!(
+            "the statement answered {count} rows, not exactly one (see gatehouse-store rows.rs): {}",
+            head(sql)
+        ))),
+    }
+}
+
+/// The statement without its comment lines, whitespace collapsed, cut to fit a message.
+fn head(sql: &str) -> String {
+    const MAX: usize = 160;
+    let text = sql
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .flat_map(str::split_whitespace)
+        .collect::<Vec<_>>()
+        .join(" ");
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    const SQL: &str = "-- A header comment.\nSELECT (SELECT x\n   FROM t WHERE id = $1) AS x";
+
+    #[test]
+    fn one_row_is_the_answer() {
+        let row = exactly_one(vec![vec![DbValue::Int32(7)]], SQL).map_err(|e| e.to_string());
+        assert!(matches!(row.as_deref(), Ok([DbValue::Int32(7)])), "{row:?}");
+    }
+
+    #[test]
+    fn no_row_or_several_is_a_clear_error() {
+        for rows in [vec![], vec![vec![DbValue::DbNull], vec![DbValue::DbNull]]] {
+            let count = rows.len();
+            let message = exactly_one(rows, SQL).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(message.contains(&format!("answered {count} rows, not exactly one")), "{message}");
+            assert!(message.ends_with("SELECT (SELECT x FROM t WHERE id = $1) AS x"), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_row_without_columns_is_an_error_and_null_is_not_found() {
+        assert!(first_column(vec![], SQL).is_err());
+        assert_eq!(decode::<serde_json::Value>(&DbValue::DbNull).map_err(|e| e.to_string()), Ok(None));
+    }
+
+    #[test]
+    fn long_statements_are_cut_on_a_character_boundary() {
+        let long = format!("SELECT '{}'", "é".repeat(400));
+        let shown = head(&long);
+        assert_eq!(shown.chars().count(), 163);
+        assert!(shown.ends_with("..."));
+    }
+
+    /// Every statement sent through `query`, by name.
+    fn queried() -> Vec<(&'static str, &'static str)> {
+        let mut statements = vec![
+            ("credentials::CACHED_CREDENTIAL", crate::credentials::CACHED_CREDENTIAL),
+            ("records::SESSION_CONTEXT_GET", crate::records::SESSION_CONTEXT_GET),
+            ("health::PING", crate::health::PING),
+            ("sql/session_context_view.sql", include_str!("sql/session_context_view.sql")),
+            ("sql/history/page.sql", include_str!("sql/history/page.sql")),
+            ("sql/history/stats.sql", include_str!("sql/history/stats.sql")),
+        ];
+        statements.extend(crate::calls::STATEMENTS.iter().map(|(file, sql)| (*file, *sql)));
+        statements
+    }
+
+    /// The SQL files that go through `execute`, which has no result set to be empty.
+    const EXECUTED: &[&str] = &["sql/history/record.sql"];
+
+    /// The statement at parenthesis depth 0, upper-cased, with comments, string literals and
+    /// everything in parentheses blanked; byte offsets are those of `sql`.
+    fn top_level(sql: &str) -> String {
+        let mut out = String::with_capacity(sql.len());
+        let (mut depth, mut in_comment, mut in_string) = (0usize, false, false);
+        let mut chars = sql.chars().peekable();
+        while let Some(c) = chars.next() {
+            let keep = if in_comment {
+                in_comment = c != '\n';
+                false
+            } else if in_string {
+                in_string = c != '\'';
+                false
+            } else {
+                match c {
+                    '-' if chars.peek() == Some(&'-') => in_comment = true,
+                    '\'' => in_string = true,
+                    '(' => depth += 1,
+                    ')' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                depth == 0 && !in_comment && !in_string && c != ')'
+            };
+            match keep {
+                true => out.push(c.to_ascii_uppercase()),
+                false => out.extend(std::iter::repeat_n(' ', c.len_utf8())),
+            }
+        }
+        out
+    }
+
+    /// A cheap check of the shape, against a regression to `SELECT ... FROM t WHERE ...`: the
+    /// outermost SELECT must read from nothing (its columns are scalar subqueries) or be an
+    /// aggregate over a whole relation, which answers one row even over none.
+    fn may_answer_no_row(sql: &str) -> bool {
+        let top = top_level(sql);
+        let Some(at) = top.rfind("SELECT") else { return true };
+        let words: Vec<&str> = top[at..].split_whitespace().collect();
+        if !words.contains(&"FROM") {
+            return false;
+        }
+        let aggregate = ["_agg(", "count("].iter().any(|f| sql[at..].contains(f));
+        let filtered = ["WHERE", "GROUP", "HAVING", "LIMIT", "OFFSET", "FETCH", "UNION", "JOIN"]
+            .iter()
+            .any(|word| words.contains(word));
+        !aggregate || filtered
+    }
+
+    #[test]
+    fn every_queried_statement_has_a_one_row_shape() {
+        for (name, sql) in queried() {
+            assert!(!may_answer_no_row(sql), "{name} may answer no row");
+        }
+    }
+
+    #[test]
+    fn the_shape_check_refuses_a_bare_lookup_or_list() {
+        for bare in [
+            "SELECT tool_call_json(c) FROM tool_calls c WHERE c.tool_call_id = $1",
+            "-- (header)\nWITH x AS (SELECT 1) SELECT count(*) FROM x GROUP BY 1",
+            "SELECT effect_id FROM fixture_tool_effects WHERE tool_call_id = ')'",
+        ] {
+            assert!(may_answer_no_row(bare), "{bare}");
+        }
+        assert!(!may_answer_no_row("SELECT (SELECT x FROM t WHERE id = $1) AS x"));
+        assert!(!may_answer_no_row("WITH c AS (DELETE FROM t RETURNING t) SELECT COALESCE(jsonb_agg(c), '[]') FROM c"));
+    }
+
+    /// A new SQL file must be listed above, so the shape check sees it.
+    #[test]
+    fn every_sql_file_is_checked() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = BTreeSet::new();
+        let mut dirs = vec![root.join("sql")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "sql") {
+                    let relative = path.strip_prefix(&root).map(|p| p.to_string_lossy().replace('\\', "/"));
+                    files.insert(relative.unwrap_or_default());
+                }
+            }
+        }
+        let known: BTreeSet<String> = queried()
+            .iter()
+            .map(|(name, _)| (*name).to_owned())
+            .chain(EXECUTED.iter().map(|f| (*f).to_owned()))
+            .collect();
+        let unchecked: Vec<&String> = files.iter().filter(|f| !known.contains(*f)).collect();
+        assert!(files.len() > 10 && unchecked.is_empty(), "not listed in rows.rs tests: {unchecked:?}");
     }
 }

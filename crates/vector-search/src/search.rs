@@ -7,6 +7,11 @@
 //! question was phrased or with `top_k`. The filters say which documents count; the semantic
 //! query only ranks them. Counting is a scan of every match, so it is done only for totals:
 //! a search without them stays an index scan that stops at `top_k`.
+//!
+//! The statement answers exactly one row, whatever matches: the documents are one jsonb array
+//! (empty when nothing matches) and every column is a scalar subquery. Spin 4.0.x's PostgreSQL
+//! host never answers a `query` with zero rows (spinframework/spin issue 3671), so a search
+//! that found nothing must still be a row; `run` refuses any other count.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -156,7 +161,7 @@ fn vector_literal(embedding: &[f32]) -> String {
 pub(crate) fn run(db: &Connection, query: &SearchQuery, embedding: &[f32]) -> Result<Found, SearchError> {
     let statement = statement(query, embedding);
     let rows = db.query(&statement.sql, &statement.params).map_err(|e| SearchError::Database(format!("{e:?}")))?;
-    let row = rows.rows.into_iter().next().ok_or_else(|| SearchError::Database("the search returned no row".into()))?;
+    let row = single_row(rows.rows)?;
     let [documents, matched, totals] = <[DbValue; 3]>::try_from(row)
         .map_err(|row| SearchError::Database(format!("the search returned {} columns", row.len())))?;
     Ok(Found {
@@ -167,6 +172,15 @@ pub(crate) fn run(db: &Connection, query: &SearchQuery, embedding: &[f32]) -> Re
         },
         totals: decode(&totals)?.unwrap_or_default(),
     })
+}
+
+/// The one row the statement is written to answer; any other count is a bug in the statement.
+fn single_row(rows: Vec<Vec<DbValue>>) -> Result<Vec<DbValue>, SearchError> {
+    let count = rows.len();
+    match <[Vec<DbValue>; 1]>::try_from(rows) {
+        Ok([row]) => Ok(row),
+        Err(_) => Err(SearchError::Database(format!("the search answered {count} rows, not exactly one"))),
+    }
 }
 
 fn decode<T: serde::de::DeserializeOwned>(value: &DbValue) -> Result<Option<T>, SearchError> {
@@ -233,6 +247,41 @@ mod tests {
         assert!(matches!(statement.params[2], ParameterValue::Date((2024, 7, 1))));
         assert!(matches!(&statement.params[5], ParameterValue::Jsonb(v) if v == br#"{"region":"South'west"}"#));
         assert!(matches!(&statement.params[6], ParameterValue::Jsonb(v) if v == br#"{"owner":"O'Brien"}"#));
+    }
+
+    /// The statement's text outside parentheses: its columns are all subqueries, so it reads
+    /// from no table and answers one row even when nothing matches.
+    fn outermost(sql: &str) -> String {
+        let mut depth = 0usize;
+        sql.chars()
+            .filter(|&c| {
+                let outside = depth == 0 && c != '(';
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                outside && c != ')'
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_statement_answers_one_row_whatever_matches() {
+        for asked in [
+            json!({"user_query": "x"}),
+            json!({"user_query": "x", "structured_query": {"filters": {"region": "Nowhere"}, "aggregate": ["units"]}}),
+        ] {
+            let sql = statement(&query(asked), &[1.0]).sql;
+            let outer = outermost(&sql);
+            assert!(outer.contains("SELECT") && !outer.contains("FROM"), "{outer}");
+        }
+        assert!(single_row(vec![vec![DbValue::DbNull]]).is_ok());
+        for count in [0, 2] {
+            let rows = vec![vec![DbValue::DbNull]; count];
+            let message = single_row(rows).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(message.contains(&format!("answered {count} rows")), "{message}");
+        }
     }
 
     #[test]

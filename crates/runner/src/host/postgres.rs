@@ -23,10 +23,56 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a guest waits for a free pooled connection before `open` fails.
 const POOL_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// What `query` does with a result that has zero rows.
+///
+/// Spin 4.0.x's PostgreSQL host never answers such a query (spinframework/spin issue 3671,
+/// fixed on main by PR 3673, in no release yet): it waits for the column list that only a
+/// first row brings. This host answers it correctly; `Refuse` makes it fail loudly instead, so
+/// the tests prove the application never sends a statement that would hang under Spin 4.0.x.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZeroRows {
+    /// Answer an empty row set, as PostgreSQL and a fixed Spin do.
+    #[default]
+    Allow,
+    /// Answer a query error that names the statement.
+    Refuse,
+}
+
+/// How much of the statement the refusal quotes.
+const QUOTED_STATEMENT_CHARS: usize = 200;
+
+impl ZeroRows {
+    /// `Err` when the policy refuses a result of `rows` rows for `statement`.
+    fn check(self, statement: &str, rows: usize) -> Result<(), Error> {
+        match (self, rows) {
+            (ZeroRows::Refuse, 0) => Err(Error::QueryFailed(QueryError::Text(format!(
+                "zero-row result (this statement would hang Spin 4.0.x's PostgreSQL host, spin issue 3671): {}",
+                quoted(statement)
+            )))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The statement without its comment lines, whitespace collapsed, cut on a character boundary.
+fn quoted(statement: &str) -> String {
+    let text = statement
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .flat_map(str::split_whitespace)
+        .collect::<Vec<_>>()
+        .join(" ");
+    match text.char_indices().nth(QUOTED_STATEMENT_CHARS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
 /// One pool per database address, shared by every request of every component.
 pub struct PgPools {
     max_size: usize,
     pools: Mutex<HashMap<String, Pool>>,
+    zero_rows: ZeroRows,
 }
 
 /// The resource behind a guest's `connection` handle.
@@ -35,8 +81,14 @@ pub struct PgConnection {
 }
 
 impl PgPools {
+    /// Pools of up to `max_size` connections that answer zero-row queries ([`ZeroRows::Allow`]).
     pub fn new(max_size: usize) -> PgPools {
-        PgPools { max_size, pools: Mutex::new(HashMap::new()) }
+        PgPools::with_zero_rows(max_size, ZeroRows::default())
+    }
+
+    /// Pools of up to `max_size` connections, with the given answer to zero-row queries.
+    pub fn with_zero_rows(max_size: usize, zero_rows: ZeroRows) -> PgPools {
+        PgPools { max_size, pools: Mutex::new(HashMap::new()), zero_rows }
     }
 
     fn pool(&self, address: &str) -> Result<Pool, Error> {
@@ -165,6 +217,7 @@ impl HostConnection for HostState {
         let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
         let params = params(values);
         let rows = client.query(&prepared, &as_sql(&params)).await.map_err(query_error)?;
+        self.pg.zero_rows.check(&statement, rows.len())?;
         let columns: Vec<Column> = prepared
             .columns()
             .iter()
@@ -193,3 +246,46 @@ impl HostConnection for HostState {
 }
 
 impl Host for HostState {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(result: Result<(), Error>) -> Option<String> {
+        match result {
+            Err(Error::QueryFailed(QueryError::Text(text))) => Some(text),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn allow_answers_every_result() {
+        assert_eq!(ZeroRows::default(), ZeroRows::Allow);
+        for rows in [0, 1, 5] {
+            assert!(ZeroRows::Allow.check("SELECT 1 WHERE false", rows).is_ok());
+        }
+    }
+
+    #[test]
+    fn refuse_fails_only_an_empty_result_and_names_the_statement() {
+        assert!(ZeroRows::Refuse.check("SELECT 1", 1).is_ok());
+        assert!(ZeroRows::Refuse.check("SELECT 1", 3).is_ok());
+        let text = refusal(ZeroRows::Refuse.check("-- A header.\nSELECT sealed\n  FROM credential_cache", 0));
+        assert_eq!(
+            text.as_deref(),
+            Some(
+                "zero-row result (this statement would hang Spin 4.0.x's PostgreSQL host, spin issue 3671): \
+                 SELECT sealed FROM credential_cache"
+            )
+        );
+    }
+
+    #[test]
+    fn a_long_statement_is_cut_on_a_character_boundary() {
+        let statement = format!("SELECT '{}'", "é".repeat(500));
+        let text = refusal(ZeroRows::Refuse.check(&statement, 0)).unwrap_or_default();
+        let quoted = text.split_once(": ").map(|(_, q)| q).unwrap_or_default();
+        assert_eq!(quoted.chars().count(), QUOTED_STATEMENT_CHARS + 3);
+        assert!(quoted.starts_with("SELECT 'é") && quoted.ends_with("..."));
+    }
+}
