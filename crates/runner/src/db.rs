@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use gatehouse_embedded_pg::{EmbeddedPostgres, PgInstall};
 
+use crate::pg_connect::PgTarget;
+
 mod embedded {
     refinery::embed_migrations!("../../migrations");
 }
@@ -42,13 +44,8 @@ impl Database {
 
     /// `host:port` of the server, which the manifest's `allowed_outbound_hosts` must admit.
     pub fn host_port(&self) -> Result<String> {
-        let config: tokio_postgres::Config = self.url.parse().context("DATABASE_URL is not a valid PostgreSQL URL")?;
-        let host = match config.get_hosts().first() {
-            Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
-            _ => anyhow::bail!("DATABASE_URL must name a TCP host (components connect over TCP)"),
-        };
-        let port = config.get_ports().first().copied().unwrap_or(5432);
-        Ok(format!("{host}:{port}"))
+        let target = PgTarget::parse(&self.url).context("DATABASE_URL")?;
+        target.host_port().context("DATABASE_URL must name a TCP host (components connect over TCP)")
     }
 
     pub fn stop(mut self) -> Result<()> {
@@ -95,9 +92,8 @@ const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
 /// Applies every migration not yet applied, each in its own transaction. Several runners may
 /// start at once against one database: an advisory lock lets one migrate while the others wait.
 pub async fn migrate(url: &str) -> Result<Vec<String>> {
-    let (mut client, connection) =
-        tokio_postgres::connect(url, tokio_postgres::NoTls).await.context("connecting to the database to migrate")?;
-    let driver = tokio::spawn(connection);
+    let (mut client, driver) =
+        crate::pg_connect::connect(url).await.context("connecting to the database to migrate")?;
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
     let report =
         embedded::migrations::runner().set_grouped(false).run_async(&mut client).await.context("applying migrations");

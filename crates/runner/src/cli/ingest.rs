@@ -96,9 +96,7 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
     for migration in migrate(url).await? {
         eprintln!("applied migration {migration}");
     }
-    let (client, connection) =
-        tokio_postgres::connect(url, tokio_postgres::NoTls).await.context("connecting to the database")?;
-    let driver = tokio::spawn(connection);
+    let (client, driver) = crate::pg_connect::connect(url).await.context("connecting to the database")?;
     let store = DocumentStore::new(client).await?;
 
     let started = Instant::now();

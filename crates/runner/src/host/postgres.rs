@@ -9,8 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
 use wasmtime::component::Resource;
 
 use super::HostState;
@@ -18,6 +17,7 @@ use super::pg_values::{Param, RawCell, data_type, db_value};
 use crate::bindings::spin::postgres4_0_0::postgres::{
     Column, DbError, DbValue, Error, Host, HostConnection, ParameterValue, QueryError, RowSet,
 };
+use crate::pg_connect::PgTarget;
 
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a guest waits for a free pooled connection before `open` fails.
@@ -71,8 +71,15 @@ fn quoted(statement: &str) -> String {
 /// One pool per database address, shared by every request of every component.
 pub struct PgPools {
     max_size: usize,
-    pools: Mutex<HashMap<String, Pool>>,
+    pools: Mutex<HashMap<String, AddressPool>>,
     zero_rows: ZeroRows,
+}
+
+/// A pool, and the address it connects to (for explaining a failure to connect).
+#[derive(Clone)]
+struct AddressPool {
+    pool: Pool,
+    target: std::sync::Arc<PgTarget>,
 }
 
 /// The resource behind a guest's `connection` handle.
@@ -91,17 +98,22 @@ impl PgPools {
         PgPools { max_size, pools: Mutex::new(HashMap::new()), zero_rows }
     }
 
-    fn pool(&self, address: &str) -> Result<Pool, Error> {
+    fn pool(&self, address: &str) -> Result<AddressPool, Error> {
         let mut pools = self.pools.lock().map_err(|_| Error::Other("connection pool lock poisoned".into()))?;
         if let Some(pool) = pools.get(address) {
             return Ok(pool.clone());
         }
-        let mut config: tokio_postgres::Config =
-            address.parse().map_err(|e| Error::ConnectionFailed(format!("invalid address: {e}")))?;
+        // The address's sslmode and sslrootcert decide TLS, as for every other connection.
+        let mut target = PgTarget::parse(address)
+            .map_err(|e| Error::ConnectionFailed(format!("invalid address {}: {e}", redacted(address))))?;
         // A database that does not answer must become an error the component can report
         // (503), not a request that hangs.
-        config.connect_timeout(CONNECT_TIMEOUT);
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        target.config_mut().connect_timeout(CONNECT_TIMEOUT);
+        let manager = Manager::from_config(
+            target.config().clone(),
+            target.tls(),
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
         let pool = Pool::builder(manager)
             .max_size(self.max_size)
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -109,14 +121,18 @@ impl PgPools {
             .create_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| Error::ConnectionFailed(e.to_string()))?;
+        let pool = AddressPool { pool, target: std::sync::Arc::new(target) };
         pools.insert(address.to_owned(), pool.clone());
         Ok(pool)
     }
 
     /// Borrows a connection from the address's pool, creating the pool on first use.
     async fn get(&self, address: &str) -> Result<Object, Error> {
-        let pool = self.pool(address)?;
-        pool.get().await.map_err(|e| Error::ConnectionFailed(e.to_string()))
+        let AddressPool { pool, target } = self.pool(address)?;
+        pool.get().await.map_err(|e| match e {
+            PoolError::Backend(e) => Error::ConnectionFailed(target.connect_error(e).full_message()),
+            other => Error::ConnectionFailed(other.to_string()),
+        })
     }
 }
 

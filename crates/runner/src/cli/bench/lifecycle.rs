@@ -235,10 +235,9 @@ impl Lifecycle {
     /// tables and clears earlier runs' rows.
     pub async fn prepare(database_url: &str, client: &reqwest::Client, base: &str, token: &str) -> Result<Lifecycle> {
         let started = std::time::SystemTime::now();
-        let (db, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
+        let (db, _driver) = crate::pg_connect::connect(database_url)
             .await
             .context("connecting to the database for the lifecycle scenarios")?;
-        tokio::spawn(connection);
         let relay = Relay::start(crate::cli::DEV_CALLBACK_SECRET).await?;
         let flow = Arc::new(Flow {
             client: client.clone(),

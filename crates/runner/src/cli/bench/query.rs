@@ -81,10 +81,9 @@ impl Queries {
         base: &str,
         token: &str,
     ) -> Result<Arc<Queries>> {
-        let (db, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
+        let (db, _driver) = crate::pg_connect::connect(database_url)
             .await
             .context("connecting to the database for the query scenario")?;
-        tokio::spawn(connection);
         let documents: i64 = db
             .query_one("SELECT count(*) FROM documents", &[])
             .await
