@@ -848,3 +848,206 @@ async fn a_zero_sweep_interval_sends_no_sweeps() {
     let swept: Vec<String> = runner.logs().into_iter().filter(|line| line.contains("probe swept")).collect();
     assert!(swept.is_empty(), "--sweep-interval 0 must disable sweeping, yet: {swept:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Deadlines and limits (the runner's own: under `spin up` a guest stuck in a loop holds its
+// instance until Spin stops)
+
+/// The deadline the tests give each guest, and a tiny pool, so a few stuck guests fill it.
+const DEADLINE: Duration = Duration::from_secs(1);
+const POOL: usize = 4;
+/// What "within the deadline" may take on a loaded machine: stopping happens at the next
+/// epoch tick (10 ms) or timer after the deadline, but test machines stall.
+const SLACK: Duration = Duration::from_secs(5);
+
+fn bounded() -> RunnerOptions {
+    let extra_args = ["--request-timeout", "1", "--max-instances", "4"].map(String::from).to_vec();
+    RunnerOptions { extra_args, ..Default::default() }
+}
+
+/// A client that gives up on its own well after any bound under test, so a test that fails
+/// fails rather than hangs.
+fn patient_client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("an HTTP client")
+}
+
+struct Answer {
+    status: u16,
+    content_type: String,
+    body: Value,
+    took: Duration,
+}
+
+async fn timed_get(client: &reqwest::Client, runner: &Runner, path: &str) -> Answer {
+    let sent = std::time::Instant::now();
+    let response = client.get(runner.url(path)).send().await.expect("the runner answers");
+    let status = response.status().as_u16();
+    let content_type =
+        response.headers().get("content-type").and_then(|value| value.to_str().ok()).unwrap_or_default().to_owned();
+    let text = response.text().await.expect("a readable body");
+    let took = sent.elapsed();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Answer { status, content_type, body, took }
+}
+
+/// `count` requests to `path` at once.
+async fn all_at_once(runner: &Runner, path: &str, count: usize) -> Vec<Answer> {
+    let client = patient_client();
+    futures::future::join_all((0..count).map(|_| timed_get(&client, runner, path))).await
+}
+
+/// A 503 in the API's error shape, after the deadline and not long after it.
+fn assert_stopped_at_the_deadline(answer: &Answer, what: &str) {
+    assert_eq!(answer.status, 503, "{what}: {}", answer.body);
+    assert_eq!(answer.content_type, "application/json", "{what}");
+    assert_eq!(answer.body["code"], "deadline_exceeded", "{what}: {}", answer.body);
+    let sentence = answer.body["error"].as_str().unwrap_or_default();
+    assert!(sentence.contains("longer than the server allows (1 s)"), "{what}: {}", answer.body);
+    assert!(answer.took >= DEADLINE, "{what}: answered after {:?}, before the deadline", answer.took);
+    assert!(answer.took < DEADLINE + SLACK, "{what}: answered after {:?}", answer.took);
+}
+
+/// The runner's log lines with message `msg`, as JSON.
+fn log_lines(runner: &Runner, msg: &str) -> Vec<Value> {
+    runner
+        .logs()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|l| l["msg"] == msg)
+        .collect()
+}
+
+const STOPPED_AFTER_ANSWERING: &str = "component ran past its deadline after responding and was stopped";
+const STOPPED_BEFORE_ANSWERING: &str = "component ran past its deadline and was stopped";
+
+/// Waits (within the deadline and its slack) until the log has at least `count` lines with
+/// message `msg`; returns them.
+async fn wait_for_log_lines(runner: &Runner, msg: &str, count: usize) -> Vec<Value> {
+    let give_up = std::time::Instant::now() + DEADLINE + SLACK;
+    loop {
+        let lines = log_lines(runner, msg);
+        if lines.len() >= count {
+            return lines;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "{} of {count} lines '{msg}' logged; log:\n{}",
+            lines.len(),
+            runner.logs().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every instance of the pool is free: as many guests as the pool holds get one each at the
+/// same time (a request with none would wait for one and meet its deadline: a 503, not a
+/// 202). They then spin until the runner stops them; after that a plain request is served.
+async fn assert_the_pool_is_whole_again(runner: &Runner) {
+    let already_stopped = log_lines(runner, STOPPED_AFTER_ANSWERING).len();
+    for (i, answer) in all_at_once(runner, "/spin-after-response", POOL).await.iter().enumerate() {
+        assert_eq!(answer.status, 202, "guest {i} of {POOL} found no free instance: {}", answer.body);
+    }
+    wait_for_log_lines(runner, STOPPED_AFTER_ANSWERING, already_stopped + POOL).await;
+    let answer = timed_get(&patient_client(), runner, "/exact").await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.body["component"], "probe-exact", "{}", answer.body);
+}
+
+#[tokio::test]
+async fn guests_spinning_past_the_deadline_are_stopped_with_503_and_free_their_instances() {
+    let runner = start_probe(bounded());
+    // Twice the pool: half run and are trapped, half wait for an instance until the deadline.
+    let answers = all_at_once(&runner, "/spin", 2 * POOL).await;
+    for (i, answer) in answers.iter().enumerate() {
+        assert_stopped_at_the_deadline(answer, &format!("spinning guest {i}"));
+    }
+    let logged = wait_for_log_lines(&runner, STOPPED_BEFORE_ANSWERING, 2 * POOL).await;
+    assert!(logged.iter().all(|line| line["component"] == "probe" && line["deadline_seconds"] == 1.0), "{logged:?}");
+    assert_the_pool_is_whole_again(&runner).await;
+}
+
+#[tokio::test]
+async fn guests_blocked_in_a_host_call_past_the_deadline_are_stopped_with_503_and_free_their_instances() {
+    let runner = start_probe(bounded());
+    let answers = all_at_once(&runner, "/hang", 2 * POOL).await;
+    for (i, answer) in answers.iter().enumerate() {
+        assert_stopped_at_the_deadline(answer, &format!("hanging guest {i}"));
+    }
+    assert_the_pool_is_whole_again(&runner).await;
+}
+
+/// A chained request has a deadline of its own: the callee spinning behind a caller that was
+/// stopped is stopped too, or it would keep its instance.
+#[tokio::test]
+async fn a_chained_guest_past_its_deadline_is_stopped_too() {
+    let runner = start_probe(bounded());
+    let answer = timed_get(&patient_client(), &runner, "/chain?component=probe-exact&path=/spin").await;
+    assert_stopped_at_the_deadline(&answer, "a caller waiting on a spinning callee");
+    assert_the_pool_is_whole_again(&runner).await;
+}
+
+/// Spin lets a guest work on after answering; the deadline covers that work too.
+#[tokio::test]
+async fn a_guest_spinning_after_its_answer_is_stopped_at_the_deadline_and_logged() {
+    let runner = start_probe(bounded());
+    let answer = timed_get(&patient_client(), &runner, "/static/spin-after-response").await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    assert_eq!(answer.body["accepted"], true, "{}", answer.body);
+
+    let lines = wait_for_log_lines(&runner, STOPPED_AFTER_ANSWERING, 1).await;
+    assert_eq!(lines[0]["component"], "probe-wild", "{}", lines[0]);
+    assert_eq!(lines[0]["deadline_seconds"], 1.0, "{}", lines[0]);
+    assert_eq!(lines[0]["level"], "error", "{}", lines[0]);
+    assert_the_pool_is_whole_again(&runner).await;
+}
+
+/// A guest may use memory up to the limit; growing past it fails that request only.
+#[tokio::test]
+async fn a_guest_growing_past_the_memory_limit_fails_and_the_runner_keeps_serving() {
+    let runner = start_probe(RunnerOptions::default());
+    let client = patient_client();
+    let answer = timed_get(&client, &runner, "/grow?mb=64").await;
+    assert_eq!(answer.status, 200, "64 MiB is within the 256 MiB limit: {}", answer.body);
+    assert_eq!(answer.body["bytes"], 64 << 20, "{}", answer.body);
+
+    let answer = timed_get(&client, &runner, "/grow?mb=300").await;
+    assert_eq!(answer.status, 500, "300 MiB is past the 256 MiB limit: {}", answer.body);
+    assert_eq!(answer.content_type, "application/json");
+    assert_eq!(answer.body["code"], "internal", "{}", answer.body);
+
+    for path in ["/exact", "/grow?mb=64"] {
+        let answer = timed_get(&client, &runner, path).await;
+        assert_eq!(answer.status, 200, "{path} after a guest ran out of memory: {}", answer.body);
+    }
+}
+
+/// What the runner answers itself (no route, a body too large, a guest that failed) has the
+/// API's error shape, and never carries the failure's own text.
+#[tokio::test]
+async fn the_runners_own_refusals_are_json_in_the_api_error_shape() {
+    let manifest = manifest_without_catch_all();
+    let options = RunnerOptions {
+        env: vec![("SPIN_VARIABLE_MUST_HAVE".into(), MUST_HAVE.into())],
+        extra_args: ["--max-body-bytes", "1024"].map(String::from).to_vec(),
+        ..Default::default()
+    };
+    let runner = Runner::start(&manifest, options).expect("the runner starts on the derived manifest");
+    let _ = std::fs::remove_file(&manifest);
+    let client = patient_client();
+
+    let answer = timed_get(&client, &runner, "/nowhere").await;
+    assert_eq!((answer.status, answer.content_type.as_str()), (404, "application/json"), "{}", answer.body);
+    assert_eq!(answer.body["code"], "not_found", "{}", answer.body);
+    assert!(answer.body["error"].as_str().is_some_and(|e| !e.is_empty()), "{}", answer.body);
+
+    let response =
+        client.post(runner.url("/probe/body")).body(vec![b'x'; 2048]).send().await.expect("the runner answers");
+    assert_eq!(response.status().as_u16(), 413);
+    let body: Value = response.json().await.expect("a JSON body");
+    assert_eq!(body["code"], "payload_too_large", "{body}");
+
+    let answer = timed_get(&client, &runner, "/probe/trap").await;
+    assert_eq!((answer.status, answer.content_type.as_str()), (500, "application/json"), "{}", answer.body);
+    assert_eq!(answer.body["code"], "internal", "{}", answer.body);
+    assert!(!answer.body.to_string().contains("trap"), "the failure's text must stay in the log: {}", answer.body);
+}

@@ -72,6 +72,9 @@ fn up_command(manifest: &Path, options: &RunnerOptions) -> Command {
         .env("GATEHOUSE_STATE_DIR", shared_state_dir())
         .env("SPIN_VARIABLE_API_TOKEN", TOKEN)
         .env("SPIN_VARIABLE_CALLBACK_SECRET", lifecycle::CALLBACK_SECRET)
+        // Every test would hang under Spin 4.0.x if a component queried for nothing: the
+        // runner fails such a query instead, so the test fails with the statement's text.
+        .env("GATEHOUSE_REFUSE_ZERO_ROW_QUERIES", "true")
         .args(&options.extra_args)
         .stdin(Stdio::null());
     for (name, value) in &options.variables {

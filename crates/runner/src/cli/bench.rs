@@ -214,6 +214,8 @@ pub async fn run(args: BenchArgs) -> Result<()> {
                 sweep_component: "sweeper".into(),
                 model_dir: None,
                 guest_limits: up::GuestLimits::default(),
+                component_ids: Vec::new(),
+                refuse_zero_row_queries: false,
             };
             let running = up::start(&up_args).await?;
             let url = format!("http://{}", running.address);
@@ -541,10 +543,8 @@ fn context_sql(session: &str) -> String {
 /// The two sessions the context scenarios read. Both answers are full (20 open and 10 settled
 /// calls listed), so the scenarios differ only in how many calls the session holds.
 async fn seed_context(database_url: &str) -> Result<()> {
-    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
-        .await
-        .context("connecting to seed the benchmark sessions")?;
-    tokio::spawn(connection);
+    let (client, _driver) =
+        crate::pg_connect::connect(database_url).await.context("connecting to seed the benchmark sessions")?;
     let sessions = [
         (BENCH_SESSION, "a", SMALL_SESSION_OPEN_CALLS, SMALL_SESSION_SETTLED_CALLS),
         (BENCH_LARGE_SESSION, "b", LARGE_SESSION_OPEN_CALLS, LARGE_SESSION_SETTLED_CALLS),
@@ -649,8 +649,7 @@ fn print_floor(statement: Statement, concurrency: usize, (tps, avg_ms): (f64, f6
 
 /// The server's durability settings, which a write floor depends on.
 async fn durability(database_url: &str) -> Result<String> {
-    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls).await?;
-    tokio::spawn(connection);
+    let (client, _driver) = crate::pg_connect::connect(database_url).await?;
     let mut settings = Vec::new();
     for name in ["fsync", "synchronous_commit"] {
         let value: String = client.query_one(&format!("SHOW {name}"), &[]).await?.get(0);

@@ -9,6 +9,7 @@ use clap::Args;
 use super::AppArgs;
 use crate::app::{App, AppConfig};
 use crate::db::{Database, migrate};
+use crate::host::ZeroRows;
 use crate::sweep::Sweeper;
 use crate::variables::VariableSources;
 
@@ -51,11 +52,93 @@ pub struct UpArgs {
     /// beside the manifest, else at the project root).
     #[arg(long, value_name = "DIR", env = "GATEHOUSE_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub guest_limits: GuestLimits,
+    /// Serve only this component (repeatable), as `spin up --component-id` does; the default is
+    /// every component. A selected component that reaches an unselected one by service chaining
+    /// stops start-up, naming both.
+    #[arg(long = "component-id", value_name = "ID")]
+    pub component_ids: Vec<String>,
+    /// Answer a component's query that returns no rows with an error naming the statement, as a
+    /// check: Spin 4.0.x's PostgreSQL host never returns from such a query (spin issue 3671).
+    /// The test suite runs with it.
+    #[arg(long, env = "GATEHOUSE_REFUSE_ZERO_ROW_QUERIES")]
+    pub refuse_zero_row_queries: bool,
+}
+
+/// How long a guest may run, and how many may be alive at once.
+#[derive(Args, Clone, Debug)]
+pub struct GuestLimits {
+    /// Seconds a request's guest may live, from the request's arrival to the end of any work
+    /// it goes on with after answering; fractions allowed (`0.5`). A guest still running then
+    /// is stopped: a request not yet answered gets 503 `deadline_exceeded`.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value = DEFAULT_REQUEST_TIMEOUT,
+        value_parser = parse_request_timeout,
+        env = "GATEHOUSE_REQUEST_TIMEOUT"
+    )]
+    pub request_timeout: Duration,
+    /// Component instances alive at once, across all components (requests in flight plus work
+    /// after a response); a request waits, within its deadline, for a free one. A request that
+    /// calls another component holds one instance for each.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::engine::DEFAULT_MAX_INSTANCES,
+        value_parser = clap::value_parser!(u32).range(1..=MAX_INSTANCES_ACCEPTED),
+        env = "GATEHOUSE_MAX_INSTANCES"
+    )]
+    pub max_instances: u32,
+}
+
+/// The default deadline of a guest, a little above the longest request the application makes
+/// in normal use, so only a guest that is stuck ever meets it:
+///
+/// - `POST /execute-gmail`, the longest: the PREPARING gate (`gate_timeout_seconds`, 30 s),
+///   the draft, the READY_TO_SEND gate (30 s), the send (the draft and the send each within
+///   the budget of a tool run, `tool_timeout_seconds`, 30 s), and the completion callback (4
+///   attempts of `callback_timeout_seconds`, 5 s, with 0.2 + 0.4 + 0.8 s of backoff: 21.4 s):
+///   30 + 30 + 30 + 30 + 21.4 = about 141 s, plus its database round trips.
+/// - The executor's drive (a chained request, so with a deadline of its own): prepare (30 s),
+///   checkpoint callback (21.4 s), execute (30 s), completion callback (21.4 s): about 103 s.
+///   Confirm and resume wait for it at most the execution lease (60 s), after a
+///   `Prefer: wait` of at most 30 s.
+/// - `POST /query-vector-db`: one gate (30 s), the search, the completion callback (21.4 s).
+///
+/// 300 s is twice the longest of them. What it can cut short is a pathological run, such as a
+/// sweep whose follow-up owes hundreds of completion callbacks to a relay that is down, or
+/// Gmail failing through every retry.
+const DEFAULT_REQUEST_TIMEOUT: &str = "300";
+const DEFAULT_REQUEST_TIMEOUT_SECONDS: u64 = 300;
+
+/// The largest pool accepted: each instance reserves address space for its memories, and ten
+/// thousand already reserve tens of TiB.
+const MAX_INSTANCES_ACCEPTED: i64 = 10_000;
+
+impl Default for GuestLimits {
+    fn default() -> GuestLimits {
+        GuestLimits {
+            request_timeout: Duration::from_secs(DEFAULT_REQUEST_TIMEOUT_SECONDS),
+            max_instances: crate::engine::DEFAULT_MAX_INSTANCES,
+        }
+    }
 }
 
 /// The longest sweep interval accepted: longer is surely a typo, and a huge one would overflow
 /// the timer's deadline.
 const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A deadline: like [`parse_seconds`], but more than zero, since a zero deadline would stop
+/// every request.
+fn parse_request_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = parse_seconds(text)?;
+    if timeout.is_zero() {
+        return Err(format!("'{text}' is not more than 0 seconds"));
+    }
+    Ok(timeout)
+}
 
 /// A number of seconds from 0 to a day, fractions allowed (`0.2`).
 fn parse_seconds(text: &str) -> Result<Duration, String> {
@@ -175,6 +258,10 @@ async fn listen(
         max_body_bytes: args.max_body_bytes,
         pg_pool_size: args.pg_pool_size,
         model_dir: args.model_dir.clone(),
+        request_timeout: args.guest_limits.request_timeout,
+        max_instances: args.guest_limits.max_instances,
+        component_ids: args.component_ids.clone(),
+        zero_rows: if args.refuse_zero_row_queries { ZeroRows::Refuse } else { ZeroRows::Allow },
     })?;
     let mut components: Vec<&str> = app.component_ids().collect();
     components.sort_unstable();
@@ -213,5 +300,38 @@ mod tests {
         for bad in ["-1", "86401", "inf", "NaN", "", "5s"] {
             assert!(parse_seconds(bad).is_err(), "{bad:?} must be refused");
         }
+    }
+
+    #[test]
+    fn request_timeouts_are_more_than_zero_seconds_and_default_to_five_minutes() {
+        assert_eq!(parse_request_timeout("1"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_request_timeout("0.25"), Ok(Duration::from_millis(250)));
+        for bad in ["0", "-1", "86401", "", "1m"] {
+            assert!(parse_request_timeout(bad).is_err(), "{bad:?} must be refused");
+        }
+        // The flag's default and the one `bench` starts its own server with are the same.
+        assert_eq!(parse_request_timeout(DEFAULT_REQUEST_TIMEOUT), Ok(GuestLimits::default().request_timeout));
+        assert_eq!(GuestLimits::default().request_timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn up_takes_the_guest_limits_as_flags() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Up {
+            #[command(flatten)]
+            up: UpArgs,
+        }
+        let defaults = Up::try_parse_from(["up"]).expect("no flags needed").up.guest_limits;
+        assert_eq!(defaults.request_timeout, Duration::from_secs(300));
+        assert_eq!(defaults.max_instances, 1000);
+        let set = Up::try_parse_from(["up", "--request-timeout", "1.5", "--max-instances", "4"])
+            .expect("both flags parse")
+            .up
+            .guest_limits;
+        assert_eq!(set.request_timeout, Duration::from_millis(1500));
+        assert_eq!(set.max_instances, 4);
+        assert!(Up::try_parse_from(["up", "--max-instances", "0"]).is_err(), "an empty pool serves nothing");
+        assert!(Up::try_parse_from(["up", "--request-timeout", "0"]).is_err(), "a zero deadline stops everything");
     }
 }

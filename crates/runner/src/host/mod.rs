@@ -11,11 +11,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 pub use self::llm::LocalModels;
-pub use self::postgres::{PgConnection, PgPools};
+pub use self::postgres::{PgConnection, PgPools, ZeroRows};
 use crate::app::App;
 use crate::log::GuestOutput;
 use crate::outbound::AllowedHosts;
@@ -31,6 +32,26 @@ pub struct ComponentRuntime {
     pub models: Arc<LocalModels>,
 }
 
+/// Table elements one table may hold. A Rust component's function table has a few thousand
+/// entries; a table grown far past that is a guest gone wrong, not a bigger program.
+const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// What one store may take: one component, so at most the core instances, memories and tables
+/// the pool allows a component, each memory up to the pool's slot size. The pool enforces the
+/// same bounds; the limiter makes them this store's own, so a guest that grows past them gets
+/// a failed `memory.grow` or `table.grow` (a Rust guest then aborts, a trap), not the pool's
+/// error, and a change of allocator would keep them.
+fn store_limits() -> StoreLimits {
+    let per_component = |limit: u32| usize::try_from(limit).unwrap_or(usize::MAX);
+    StoreLimitsBuilder::new()
+        .memory_size(crate::engine::MAX_MEMORY_BYTES)
+        .table_elements(MAX_TABLE_ELEMENTS)
+        .instances(per_component(crate::engine::MAX_CORE_INSTANCES_PER_COMPONENT))
+        .memories(per_component(crate::engine::MAX_MEMORIES_PER_COMPONENT))
+        .tables(per_component(crate::engine::MAX_TABLES_PER_COMPONENT))
+        .build()
+}
+
 pub struct HostState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
@@ -38,6 +59,8 @@ pub struct HostState {
     hooks: http_hooks::OutboundHooks,
     component: Arc<ComponentRuntime>,
     pg: Arc<PgPools>,
+    /// Installed with `Store::limiter`, which asks for it on every memory or table growth.
+    pub limits: StoreLimits,
 }
 
 impl HostState {
@@ -55,6 +78,7 @@ impl HostState {
             hooks: http_hooks::OutboundHooks::new(app, component.clone()),
             component,
             pg,
+            limits: store_limits(),
         }
     }
 }
