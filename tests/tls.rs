@@ -352,7 +352,13 @@ async fn the_guests_connections_refuse_an_untrusted_server() {
     let runner = Runner::start(&app_manifest(), options).expect("runner starts");
     let response = http().get(runner.url("/health")).send().await.expect("health");
     assert_eq!(response.status(), 503);
+    // The runner's log is read on another thread: the line may land just after the answer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let explained = |logs: &str| logs.contains("the server's TLS certificate is not trusted");
+    while !explained(&runner.logs().join("\n")) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let logs = runner.logs().join("\n");
-    assert!(logs.contains("the server's TLS certificate is not trusted"), "{logs}");
+    assert!(explained(&logs), "{logs}");
     assert!(bouncer.logins().is_empty(), "{:#?}", bouncer.logins());
 }

@@ -12,6 +12,7 @@ mod ids;
 mod patch;
 mod prefer;
 pub mod service_auth;
+pub mod sql;
 mod status;
 mod time;
 

@@ -526,17 +526,20 @@ fn client_config(mode: SslMode, roots: &RootCerts) -> Result<ClientConfig, PgUrl
         // The connector is never used: tokio-postgres is told not to negotiate TLS.
         (SslMode::Disable, _) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate { algorithms }))
+            .with_custom_certificate_verifier(Arc::new(RelaxedVerifier { check: Check::Nothing, algorithms }))
             .with_no_client_auth(),
         (SslMode::Allow | SslMode::Prefer | SslMode::Require, RootCerts::BuiltIn) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate { algorithms }))
+            .with_custom_certificate_verifier(Arc::new(RelaxedVerifier { check: Check::Nothing, algorithms }))
             .with_no_client_auth(),
         // libpq: "if a root CA file exists, the behavior of sslmode=require will be the same
         // as that of verify-ca".
         (SslMode::Allow | SslMode::Prefer | SslMode::Require, RootCerts::File(path)) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(ChainOnly { roots: file_roots(path)?, algorithms }))
+            .with_custom_certificate_verifier(Arc::new(RelaxedVerifier {
+                check: Check::ChainOnly(file_roots(path)?),
+                algorithms,
+            }))
             .with_no_client_auth(),
         (SslMode::VerifyCa, roots) => {
             let roots = match roots {
@@ -545,7 +548,10 @@ fn client_config(mode: SslMode, roots: &RootCerts) -> Result<ClientConfig, PgUrl
             };
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(ChainOnly { roots, algorithms }))
+                .with_custom_certificate_verifier(Arc::new(RelaxedVerifier {
+                    check: Check::ChainOnly(roots),
+                    algorithms,
+                }))
                 .with_no_client_auth()
         }
         (SslMode::VerifyFull, roots) => {
@@ -559,60 +565,28 @@ fn client_config(mode: SslMode, roots: &RootCerts) -> Result<ClientConfig, PgUrl
     Ok(config)
 }
 
-/// `sslmode=require` (and `prefer`) without `sslrootcert`: libpq encrypts but does not check
-/// the server's certificate at all, so neither does this. The connection is private from
-/// passive listeners, not from an active man in the middle (channel binding with SCRAM still
-/// detects one, where the server offers it). The handshake's signatures are still verified
-/// against the presented certificate, which is what proves the server holds its key.
+/// The certificate checks libpq makes short of `verify-full`, which rustls's own verifier does.
 #[derive(Debug)]
-struct AnyCertificate {
+enum Check {
+    /// `sslmode=require` (and `prefer`) without `sslrootcert`: libpq encrypts but does not
+    /// check the server's certificate at all, so neither does this. The connection is private
+    /// from passive listeners, not from an active man in the middle (channel binding with SCRAM
+    /// still detects one, where the server offers it).
+    Nothing,
+    /// `sslmode=verify-ca`: the chain must lead to a trusted root (and be valid now), but the
+    /// certificate need not name the host connected to.
+    ChainOnly(Arc<RootCertStore>),
+}
+
+/// A verifier for a [`Check`]. Either way the handshake's signatures are verified against the
+/// presented certificate, which is what proves the server holds its key.
+#[derive(Debug)]
+struct RelaxedVerifier {
+    check: Check,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-/// `sslmode=verify-ca`: the chain must lead to a trusted root (and be valid now, for a
-/// server), but the certificate need not name the host connected to.
-#[derive(Debug)]
-struct ChainOnly {
-    roots: Arc<RootCertStore>,
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for RelaxedVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -621,14 +595,16 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let certificate = rustls::server::ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &certificate,
-            &self.roots,
-            intermediates,
-            now,
-            self.algorithms.all,
-        )?;
+        if let Check::ChainOnly(roots) = &self.check {
+            let certificate = rustls::server::ParsedCertificate::try_from(end_entity)?;
+            rustls::client::verify_server_cert_signed_by_trust_anchor(
+                &certificate,
+                roots,
+                intermediates,
+                now,
+                self.algorithms.all,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 

@@ -65,19 +65,9 @@ fn exactly_one(rows: Vec<Vec<DbValue>>, sql: &str) -> Result<Vec<DbValue>, Store
     }
 }
 
-/// The statement without its comment lines, whitespace collapsed, cut to fit a message.
+/// The statement as an error message quotes it.
 fn head(sql: &str) -> String {
-    const MAX: usize = 160;
-    let text = sql
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("--"))
-        .flat_map(str::split_whitespace)
-        .collect::<Vec<_>>()
-        .join(" ");
-    match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
-    }
+    gatehouse_domain::sql::statement_excerpt(sql, 160)
 }
 
 #[cfg(test)]
@@ -108,14 +98,6 @@ mod tests {
     fn a_row_without_columns_is_an_error_and_null_is_not_found() {
         assert!(first_column(vec![], SQL).is_err());
         assert_eq!(decode::<serde_json::Value>(&DbValue::DbNull).map_err(|e| e.to_string()), Ok(None));
-    }
-
-    #[test]
-    fn long_statements_are_cut_on_a_character_boundary() {
-        let long = format!("SELECT '{}'", "é".repeat(400));
-        let shown = head(&long);
-        assert_eq!(shown.chars().count(), 163);
-        assert!(shown.ends_with("..."));
     }
 
     /// Every statement sent through `query`, by name.

@@ -47,24 +47,10 @@ impl ZeroRows {
         match (self, rows) {
             (ZeroRows::Refuse, 0) => Err(Error::QueryFailed(QueryError::Text(format!(
                 "zero-row result (this statement would hang Spin 4.0.x's PostgreSQL host, spin issue 3671): {}",
-                quoted(statement)
+                gatehouse_domain::sql::statement_excerpt(statement, QUOTED_STATEMENT_CHARS)
             )))),
             _ => Ok(()),
         }
-    }
-}
-
-/// The statement without its comment lines, whitespace collapsed, cut on a character boundary.
-fn quoted(statement: &str) -> String {
-    let text = statement
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("--"))
-        .flat_map(str::split_whitespace)
-        .collect::<Vec<_>>()
-        .join(" ");
-    match text.char_indices().nth(QUOTED_STATEMENT_CHARS) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
     }
 }
 
