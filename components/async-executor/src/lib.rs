@@ -4,6 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(handle);
 
@@ -13,5 +14,5 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::require_method(&req, Method::Post)?;
     gatehouse_http::require_service_request(&req)?;
     let request = gatehouse_http::read_json(&req)?;
-    gatehouse_lifecycle::drive(request).await
+    Ok(gatehouse_rest::outcome(gatehouse_lifecycle::drive(&Ctx::new(), request).await?))
 }

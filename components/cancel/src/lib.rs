@@ -4,6 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(handle);
 
@@ -11,6 +12,5 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Delete)?;
     let id = gatehouse_http::call_id(&req)?;
     let request = gatehouse_http::read_optional_json(&req)?.unwrap_or_default();
-    let db = gatehouse_http::open_db()?;
-    gatehouse_lifecycle::cancel(&db, &id, request).await
+    Ok(gatehouse_rest::outcome(gatehouse_lifecycle::cancel(&Ctx::new(), &id, request).await?))
 }

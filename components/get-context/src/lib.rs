@@ -7,6 +7,7 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(handle);
 
@@ -19,12 +20,13 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     if gatehouse_http::matched_route(&req) == Some(SESSION_CONTEXT_ROUTE) {
         return stored_context(&req);
     }
-    gatehouse_lifecycle::context(&gatehouse_http::path_param(&req, "session")?)
+    let session = gatehouse_http::path_param(&req, "session")?;
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::context(&Ctx::new(), &session)?))
 }
 
 /// `GET /get-session-context?session_id=&context_key=`.
 fn stored_context(req: &Request) -> Result<Reply, ApiError> {
     let session = gatehouse_http::query_param(req, "session_id")?.unwrap_or_default();
     let key = gatehouse_http::query_param(req, "context_key")?.unwrap_or_default();
-    gatehouse_lifecycle::session_context(&session, &key)
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::session_context(&Ctx::new(), &session, &key)?))
 }

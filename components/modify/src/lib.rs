@@ -4,6 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(handle);
 
@@ -11,6 +12,5 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Patch)?;
     let id = gatehouse_http::call_id(&req)?;
     let request = gatehouse_http::read_json(&req)?;
-    let db = gatehouse_http::open_db()?;
-    gatehouse_lifecycle::modify(&db, &id, request).await
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::modify(&Ctx::new(), &id, request).await?))
 }

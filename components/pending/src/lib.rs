@@ -4,6 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(handle);
 
@@ -12,6 +13,6 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     let request = gatehouse_http::read_json(&req)?;
     let idempotency_key = gatehouse_http::header(&req, "idempotency-key");
     let trace_id = gatehouse_http::trace_id();
-    let db = gatehouse_http::open_db()?;
-    gatehouse_lifecycle::create(&db, request, idempotency_key, &trace_id).await
+    let created = gatehouse_lifecycle::create(&Ctx::new(), request, idempotency_key, &trace_id).await?;
+    Ok(gatehouse_rest::created(&created))
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(handle);
 
@@ -11,6 +12,6 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Post)?;
     let id = gatehouse_http::call_id(&req)?;
     let request = gatehouse_http::read_json(&req)?;
-    let db = gatehouse_http::open_db()?;
-    gatehouse_lifecycle::resume(db, &id, request, gatehouse_http::prefer_wait(&req)).await
+    let wait = gatehouse_http::prefer_wait(&req);
+    Ok(gatehouse_rest::progress(gatehouse_lifecycle::resume(&Ctx::new(), &id, request, wait).await?))
 }

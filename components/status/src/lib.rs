@@ -4,6 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(handle);
 
@@ -11,5 +12,6 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Get)?;
     gatehouse_http::require_no_body(&req)?;
     let id = gatehouse_http::call_id(&req)?;
-    gatehouse_lifecycle::status(&id, gatehouse_http::prefer_wait(&req)).await
+    let wait = gatehouse_http::prefer_wait(&req);
+    Ok(gatehouse_rest::outcome(gatehouse_lifecycle::status(&Ctx::new(), &id, wait).await?))
 }

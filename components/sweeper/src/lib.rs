@@ -4,6 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(handle);
 
@@ -17,6 +18,5 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
         gatehouse_http::admit(&req, Method::Post)?;
     }
     gatehouse_http::require_no_body(&req)?;
-    let db = gatehouse_http::open_db()?;
-    gatehouse_lifecycle::sweep(&db).await
+    Ok(gatehouse_rest::outcome(gatehouse_lifecycle::sweep(&Ctx::new()).await?))
 }

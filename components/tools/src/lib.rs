@@ -7,7 +7,7 @@
 #![allow(clippy::result_large_err)]
 
 use gatehouse_http::{ApiError, Method, Reply, Request, query_param};
-use gatehouse_lifecycle::ExecutionsQuery;
+use gatehouse_lifecycle::{Ctx, ExecutionsQuery};
 
 gatehouse_http::component!(handle);
 
@@ -16,6 +16,7 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
     // Dispatched on the route pattern, so a trailing slash cannot change which route answers.
     let route = gatehouse_http::matched_route(&req).unwrap_or_default();
+    let ctx = Ctx::new();
     if route.ends_with("/executions") {
         let name = gatehouse_http::path_param(&req, "name")?;
         let query = ExecutionsQuery {
@@ -24,11 +25,11 @@ async fn handle(req: Request) -> Result<Reply, ApiError> {
             since: query_param(&req, "since")?,
             cursor: query_param(&req, "cursor")?,
         };
-        gatehouse_lifecycle::tool_executions(&name, &query)
+        Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_executions(&ctx, &name, &query)?))
     } else if route.ends_with("/stats") {
         let name = gatehouse_http::path_param(&req, "name")?;
-        gatehouse_lifecycle::tool_stats(&name, query_param(&req, "window")?.as_deref())
+        Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_stats(&ctx, &name, query_param(&req, "window")?.as_deref())?))
     } else {
-        gatehouse_lifecycle::list_tools().await
+        Ok(gatehouse_rest::ok(&gatehouse_lifecycle::list_tools(&ctx).await?))
     }
 }

@@ -7,16 +7,17 @@
 //! 3. STORE_CONTEXT: the results become the session's `last_query_results`.
 //! 4. COMPLETED: the completion callback, with `context_available` and `context_key`.
 
-use gatehouse_domain::contract::Operation;
-use gatehouse_domain::{ApiError, Status};
-use gatehouse_http::{Component, Method, Reply, Request};
-use gatehouse_lifecycle::gated::{self, FlowFields, GatedFlow, Passage};
+use gatehouse_domain::Status;
+use gatehouse_http::{ApiError, Component, Method, Reply, Request};
+use gatehouse_lifecycle::{Ctx, DirectFlow, Envelope, Gate};
 use gatehouse_store::ToolCall;
-use gatehouse_tool::Tool;
+use gatehouse_vector_search::VectorQuery;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::tool::VectorQuery;
+/// No checkpoint: the search has no irreversible step worth a second confirmation.
+const FLOW: DirectFlow =
+    DirectFlow { before_work: Gate { name: "QUERYING", progress: "Searching the documents." }, at_checkpoint: None };
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,42 +35,20 @@ struct DirectRequest {
     structured_query: Option<Value>,
 }
 
-impl DirectRequest {
-    fn flow(&self) -> FlowFields {
-        FlowFields {
-            session_id: self.session_id.clone(),
-            intent_id: self.intent_id.clone(),
-            connection_id: self.connection_id.clone(),
-            callback_url: self.callback_url.clone(),
-        }
-    }
-
-    fn parameters(&self) -> Map<String, Value> {
-        let fields = [("user_query", &self.user_query), ("structured_query", &self.structured_query)];
-        fields.into_iter().filter_map(|(name, value)| Some((name.to_owned(), value.clone()?))).collect()
-    }
-}
-
 pub async fn query_vector_db(component: Component, req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::admit(&req, Method::Post)?;
     let request: DirectRequest = gatehouse_http::read_json(&req)?;
-    let mut flow = gated::start(&VectorQuery, component, &request.flow(), request.parameters())?;
-    let call = run(&mut flow).await?;
-    Ok(gatehouse_http::json_response(200, &answer(&call)).into())
-}
-
-/// Walks the gates; the call as the flow left it.
-async fn run(flow: &mut GatedFlow) -> Result<ToolCall, ApiError> {
-    if let Passage::Stopped(call) = flow.gate("QUERYING", Operation::Execute, "Searching the documents.", false).await?
-    {
-        return Ok(*call);
-    }
-    if let Passage::Stopped(call) = flow.begin_side_effect()? {
-        return Ok(*call);
-    }
-    // EXECUTE and STORE_CONTEXT: the tool's execute searches, then stores the results.
-    let outcome = flow.run(Operation::Execute, VectorQuery.execute(&flow.tool_request())).await;
-    flow.finish(outcome).await
+    let envelope = Envelope {
+        session_id: request.session_id,
+        intent_id: request.intent_id,
+        connection_id: request.connection_id,
+        callback_url: request.callback_url,
+    };
+    let fields = [("user_query", request.user_query), ("structured_query", request.structured_query)];
+    let parameters: Map<String, Value> =
+        fields.into_iter().filter_map(|(name, value)| Some((name.to_owned(), value?))).collect();
+    let call = FLOW.run(&Ctx::new(), &VectorQuery, component, &envelope, parameters).await?;
+    Ok(gatehouse_rest::ok(&answer(&call)))
 }
 
 /// `{success, tool_call_id, status, message, summary, metrics, documents, context_key}`; the

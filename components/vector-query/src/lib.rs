@@ -5,6 +5,5 @@
 #![allow(clippy::result_large_err)]
 
 mod flow;
-mod tool;
 
-gatehouse_tool::tool_component!(tool::VectorQuery, "/query-vector-db" => flow::query_vector_db);
+gatehouse_tool::tool_component!(gatehouse_vector_search::VectorQuery, "/query-vector-db" => flow::query_vector_db);

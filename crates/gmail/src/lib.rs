@@ -14,7 +14,6 @@
 mod address;
 mod api;
 mod config;
-mod direct;
 mod message;
 mod oauth;
 mod params;
@@ -22,7 +21,6 @@ mod seal;
 mod tool;
 
 pub use address::{Address, AddressError};
-pub use direct::execute_gmail;
 pub use message::{Message, encode_subject};
 pub use params::{EmailParameters, summarize};
 pub use tool::GmailTool;

@@ -9,14 +9,14 @@ use gatehouse_http::{Answer, Method};
 use gatehouse_store::{CallbackAttempt, ToolCall};
 use serde::Serialize;
 
-use crate::Config;
+use crate::Ctx;
 
 /// Attempts for callbacks that report a settled fact (checkpoint, completion).
 const REPORT_ATTEMPTS: u32 = 4;
 /// The wait before the second attempt; it doubles each time after.
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 
-pub(crate) async fn completion(call: &ToolCall) {
+pub(crate) async fn completion(ctx: &Ctx, call: &ToolCall) {
     let payload = CompletionCallback {
         tool_call_id: call.tool_call_id.clone(),
         session_id: call.session_id.clone(),
@@ -28,7 +28,7 @@ pub(crate) async fn completion(call: &ToolCall) {
         context_key: context_key(call),
         trace_id: call.trace_id.clone(),
     };
-    deliver(call, CallbackKind::Completion, &payload, REPORT_ATTEMPTS, Patience::Callback).await;
+    deliver(ctx, call, CallbackKind::Completion, &payload, REPORT_ATTEMPTS, Patience::Callback).await;
 }
 
 /// A completed call whose result names a session-context key has stored context the agent can
@@ -38,23 +38,29 @@ fn context_key(call: &ToolCall) -> Option<String> {
     result.get("context_key").and_then(serde_json::Value::as_str).map(str::to_owned)
 }
 
-pub(crate) async fn checkpoint(call: &ToolCall, message: String) {
+pub(crate) async fn checkpoint(ctx: &Ctx, call: &ToolCall, message: String) {
     let payload = CheckpointCallback::ready_to_execute(call.tool_call_id.clone(), message, call.trace_id.clone());
-    deliver(call, CallbackKind::Checkpoint, &payload, REPORT_ATTEMPTS, Patience::Callback).await;
+    deliver(ctx, call, CallbackKind::Checkpoint, &payload, REPORT_ATTEMPTS, Patience::Callback).await;
 }
 
 /// A progress report; one attempt, since the work does not wait on it. Returns the relay's
 /// answer, if any, so the caller can honour a cancel.
-pub(crate) async fn progress(call: &ToolCall, progress: &str, gate: &str) -> Option<Answer> {
+pub(crate) async fn progress(ctx: &Ctx, call: &ToolCall, progress: &str, gate: &str) -> Option<Answer> {
     let payload = progress_payload(call, progress, gate, false);
-    deliver(call, CallbackKind::Progress, &payload, 1, Patience::Callback).await
+    deliver(ctx, call, CallbackKind::Progress, &payload, 1, Patience::Callback).await
 }
 
 /// A direct flow's gate: one attempt, waiting up to the gate timeout, because at a gate that
 /// asks for confirmation the relay answers only once the caller has spoken.
-pub(crate) async fn gate(call: &ToolCall, gate: &str, progress: &str, requires_confirmation: bool) -> Option<Answer> {
+pub(crate) async fn gate(
+    ctx: &Ctx,
+    call: &ToolCall,
+    gate: &str,
+    progress: &str,
+    requires_confirmation: bool,
+) -> Option<Answer> {
     let payload = progress_payload(call, progress, gate, requires_confirmation);
-    deliver(call, CallbackKind::Progress, &payload, 1, Patience::Gate).await
+    deliver(ctx, call, CallbackKind::Progress, &payload, 1, Patience::Gate).await
 }
 
 fn progress_payload(call: &ToolCall, progress: &str, gate: &str, requires_confirmation: bool) -> ProgressCallback {
@@ -78,10 +84,10 @@ pub(crate) enum Patience {
 }
 
 impl Patience {
-    fn timeout(self) -> Result<Duration, ApiError> {
+    fn timeout(self, ctx: &Ctx) -> Result<Duration, ApiError> {
         match self {
-            Patience::Callback => Config::callback_timeout(),
-            Patience::Gate => Config::gate_timeout(),
+            Patience::Callback => ctx.config().callback_timeout(),
+            Patience::Gate => ctx.config().gate_timeout(),
         }
     }
 }
@@ -89,13 +95,14 @@ impl Patience {
 /// Sends `payload` to the call's relay, retrying with backoff until a 2xx or `attempts` run
 /// out. Returns the relay's last answer, or `None` if there is no relay or it never answered.
 pub(crate) async fn deliver(
+    ctx: &Ctx,
     call: &ToolCall,
     kind: CallbackKind,
     payload: &impl Serialize,
     attempts: u32,
     patience: Patience,
 ) -> Option<Answer> {
-    match try_deliver(call, kind, payload, attempts, patience).await {
+    match try_deliver(ctx, call, kind, payload, attempts, patience).await {
         Ok(answer) => answer,
         Err(error) => {
             gatehouse_http::log_line(
@@ -113,25 +120,26 @@ pub(crate) async fn deliver(
 }
 
 async fn try_deliver(
+    ctx: &Ctx,
     call: &ToolCall,
     kind: CallbackKind,
     payload: &impl Serialize,
     attempts: u32,
     patience: Patience,
 ) -> Result<Option<Answer>, ApiError> {
-    let Some(url) = call.callback_url.clone().or(Config::callback_default_url()?) else {
+    let Some(url) = call.callback_url.clone().or(ctx.config().callback_default_url()?) else {
         return Ok(None);
     };
     let body = serde_json::to_vec(payload)
         .map_err(|e| ApiError::internal().with_detail(format!("encoding a callback: {e}")))?;
     // The allowlist is checked again at send time: the configuration may have changed since
     // the URL was accepted.
-    if let Err(problem) = Config::callback_allowlist()?.check(&url) {
-        record(call, kind, &url, 1, None, Some(&format!("not sent: the URL {problem}")), 0.0);
+    if let Err(problem) = ctx.config().callback_allowlist()?.check(&url) {
+        record(ctx, call, kind, &url, 1, None, Some(&format!("not sent: the URL {problem}")), 0.0);
         return Ok(None);
     }
-    let secret = Config::callback_secret()?;
-    let timeout = patience.timeout()?;
+    let secret = ctx.config().callback_secret()?;
+    let timeout = patience.timeout(ctx)?;
     let traceparent = call.trace_id.as_deref().map(gatehouse_http::traceparent);
 
     let mut last = None;
@@ -150,11 +158,11 @@ async fn try_deliver(
         let delivered = match &outcome {
             Ok(answer) => {
                 let error = (!answer.is_success()).then(|| format!("the relay answered HTTP {}", answer.status));
-                record(call, kind, &url, attempt, Some(answer.status), error.as_deref(), elapsed);
+                record(ctx, call, kind, &url, attempt, Some(answer.status), error.as_deref(), elapsed);
                 answer.is_success()
             }
             Err(failure) => {
-                record(call, kind, &url, attempt, None, Some(&failure.to_string()), elapsed);
+                record(ctx, call, kind, &url, attempt, None, Some(&failure.to_string()), elapsed);
                 false
             }
         };
@@ -172,6 +180,7 @@ async fn try_deliver(
 
 #[allow(clippy::too_many_arguments)] // one audit row, one argument per column
 fn record(
+    ctx: &Ctx,
     call: &ToolCall,
     kind: CallbackKind,
     url: &str,
@@ -189,10 +198,11 @@ fn record(
         error,
         duration_ms,
     };
-    // A connection per row: delivery can take seconds of backoff, and holding a pooled
-    // connection through it would starve the calls themselves.
-    let recorded = gatehouse_http::open_db()
+    // Given back at once (the connection rule): delivery can take seconds of backoff.
+    let recorded = ctx
+        .db()
         .and_then(|db| gatehouse_store::record_callback_attempt(&db, &row).map_err(ApiError::from));
+    ctx.release();
     if let Err(e) = recorded {
         gatehouse_http::log_line("warn", &format!("recording a callback attempt: {}", e.detail.unwrap_or(e.message)));
     }

@@ -3,14 +3,12 @@
 
 use gatehouse_domain::contract::{Checkpoint, ToolRequest};
 use gatehouse_domain::{ApiError, Status, ToolCallId};
-use gatehouse_http::Reply;
-use gatehouse_store::{Connection, ToolCall, Transition};
+use gatehouse_store::{ToolCall, Transition};
 use serde::Deserialize;
-use serde_json::json;
 
-use crate::drive::tool_request;
+use crate::flow::tool_request;
 use crate::rejection::{self, Action};
-use crate::{Config, callbacks};
+use crate::{Brief, Ctx, Outcome, callbacks};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,8 +17,8 @@ pub struct CancelRequest {
     pub reason: Option<String>,
 }
 
-pub async fn cancel(db: &Connection, id: &ToolCallId, request: CancelRequest) -> Result<Reply, ApiError> {
-    cancel_as(db, id, request, "relay").await
+pub async fn cancel(ctx: &Ctx, id: &ToolCallId, request: CancelRequest) -> Result<Outcome<Brief>, ApiError> {
+    cancel_as(ctx, id, request, "relay").await
 }
 
 /// The sentence for a call cancelled from `status`.
@@ -33,47 +31,64 @@ pub(crate) fn cancelled_message(status: Status) -> &'static str {
 }
 
 pub(crate) async fn cancel_as(
-    db: &Connection,
+    ctx: &Ctx,
     id: &ToolCallId,
     request: CancelRequest,
     actor: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Outcome<Brief>, ApiError> {
+    let db = ctx.db()?;
     // The sentence depends on the state the cancel wins from, which only the statement knows;
     // it is written from the state read first and corrected in the rare case that changed.
-    let call = gatehouse_store::get_call(db, id)?.ok_or_else(|| rejection::not_found(id))?;
+    let call = gatehouse_store::get_call(&db, id)?.ok_or_else(|| rejection::not_found(id))?;
     if let Some(error) = rejection::check(Action::Cancel, &call) {
         return Err(error);
     }
     let message = cancelled_message(call.status);
-    match gatehouse_store::cancel_call(db, id, request.reason.as_deref(), actor, message)? {
+    match gatehouse_store::cancel_call(&db, id, request.reason.as_deref(), actor, message)? {
         Transition::Applied { before, after } => {
-            let message = cancelled_message(before.status);
-            let body = json!({"tool_call_id": id, "status": Status::Cancelled, "message": message});
-            let after = *after;
+            let message = cancelled_message(before.status).to_owned();
+            let brief = Brief { tool_call_id: id.clone(), status: Status::Cancelled, message };
             let discard = if before.status == Status::Prepared { before.checkpoint.clone() } else { None };
-            Ok(Reply::from(gatehouse_http::json_response(200, &body)).then(after_cancel(after, discard)))
+            Ok(Outcome::new(brief).then(after_cancel(ctx.clone(), *after, discard)))
         }
-        other => Err(rejection::refuse(db, Action::Cancel, id, other)),
+        other => Err(rejection::refuse(&db, Action::Cancel, id, other)),
     }
 }
 
 /// After a cancel: the tool discards what `prepare` left, then the relay hears the outcome.
-pub(crate) async fn after_cancel(call: ToolCall, checkpoint: Option<Checkpoint>) {
+async fn after_cancel(ctx: Ctx, call: ToolCall, checkpoint: Option<Checkpoint>) {
+    ctx.release();
     if let Some(checkpoint) = checkpoint {
-        discard(&call, checkpoint).await;
+        discard(&ctx, &call, checkpoint).await;
     }
-    callbacks::completion(&call).await;
+    callbacks::completion(&ctx, &call).await;
 }
 
 /// Asks the tool to undo its prepared work. A failure is logged: the call's state is already
 /// final and true, and a leftover draft is not a side effect.
-pub(crate) async fn discard(call: &ToolCall, checkpoint: Checkpoint) {
+pub(crate) async fn discard(ctx: &Ctx, call: &ToolCall, checkpoint: Checkpoint) {
+    ctx.release();
     let request = ToolRequest { checkpoint: Some(checkpoint), attempt: 1, ..tool_request(call) };
-    let outcome = match Config::tool(&call.function_name, &call.tool) {
+    let outcome = match ctx.config().tool(&call.function_name, &call.component) {
         Ok(tool) => tool.discard(&request).await.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     if let Err(e) = outcome {
         gatehouse_http::log_line("warn", &format!("discarding the prepared work of {}: {e}", call.tool_call_id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sentence_says_how_far_the_call_had_come() {
+        assert!(cancelled_message(Status::Prepared).contains("final check"));
+        assert!(cancelled_message(Status::Executing).contains("stopped it before"));
+        assert_eq!(cancelled_message(Status::Pending), cancelled_message(Status::Expired));
+        for status in [Status::Pending, Status::Prepared, Status::Executing] {
+            assert!(cancelled_message(status).contains("was done"), "{status}: it says nothing happened");
+        }
     }
 }

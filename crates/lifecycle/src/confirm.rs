@@ -1,21 +1,18 @@
 //! `POST /voice-tools/confirm/:id` and `POST /resume-execution/:id`: start (or continue) a
-//! call's execution, answer 202 at once, and hand the call to the executor. Under
+//! call's execution, answer at once, and hand the call to the executor. Under
 //! `Prefer: wait=N` the answer is the state the call reaches within N seconds instead.
 
 use std::time::Duration;
 
 use gatehouse_domain::{ApiError, Status, ToolCallId};
-use gatehouse_http::{Method, Reply};
-use gatehouse_store::{Connection, Transition};
+use gatehouse_http::Method;
+use gatehouse_store::Transition;
 use serde::Deserialize;
-use serde_json::json;
 
-use crate::Config;
 use crate::cancel::{CancelRequest, cancel_as};
 use crate::drive::DriveRequest;
 use crate::rejection::{self, Action};
-
-/// The private component that runs confirmed calls.
+use crate::{Brief, Ctx, Outcome, Progress};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,87 +29,89 @@ pub struct ResumeRequest {
     pub reason: Option<String>,
 }
 
-/// Takes the connection by value: under `Prefer: wait` it is given back while waiting, since
-/// the executor and the tool need connections of their own meanwhile.
 pub async fn confirm(
-    db: Connection,
+    ctx: &Ctx,
     id: &ToolCallId,
     request: ConfirmRequest,
     wait: Option<Duration>,
-) -> Result<Reply, ApiError> {
-    let callback_url = Config::checked_callback_url(request.callback_url.as_deref())?;
+) -> Result<Outcome<Progress>, ApiError> {
+    let callback_url = ctx.config().checked_callback_url(request.callback_url.as_deref())?;
     let lease_owner = gatehouse_http::new_token();
-    let lease_seconds = Config::lease_seconds()?;
+    let lease_seconds = ctx.config().lease_seconds()?;
+    let db = ctx.db()?;
     match gatehouse_store::confirm_call(&db, id, &lease_owner, lease_seconds, callback_url.as_deref())? {
         Transition::Applied { after, .. } => {
+            drop(db);
             let drive = DriveRequest { tool_call_id: id.clone(), lease_owner };
             let message = "Okay, I'm on it. I'll check with you before anything is final.";
-            start(db, drive, after.trace_id, lease_seconds, wait, message).await
+            start(ctx, drive, after.trace_id, lease_seconds, wait, message).await
         }
         other => Err(rejection::refuse(&db, Action::Confirm, id, other)),
     }
 }
 
 pub async fn resume(
-    db: Connection,
+    ctx: &Ctx,
     id: &ToolCallId,
     request: ResumeRequest,
     wait: Option<Duration>,
-) -> Result<Reply, ApiError> {
+) -> Result<Outcome<Progress>, ApiError> {
     match request.action.as_str() {
         "proceed" => {}
-        "cancel" => return cancel_as(&db, id, CancelRequest { reason: request.reason }, "resume").await,
+        "cancel" => {
+            let cancelled = cancel_as(ctx, id, CancelRequest { reason: request.reason }, "resume").await?;
+            return Ok(cancelled.map(Progress::Cancelled));
+        }
         _ => {
             return Err(ApiError::invalid_input("The action must be \"proceed\" or \"cancel\".")
                 .with_field("action", "must be proceed or cancel"));
         }
     }
     let lease_owner = gatehouse_http::new_token();
-    let lease_seconds = Config::lease_seconds()?;
+    let lease_seconds = ctx.config().lease_seconds()?;
+    let db = ctx.db()?;
     match gatehouse_store::resume_call(&db, id, &lease_owner, lease_seconds)? {
         Transition::Applied { after, .. } => {
+            drop(db);
             let drive = DriveRequest { tool_call_id: id.clone(), lease_owner };
-            start(db, drive, after.trace_id, lease_seconds, wait, "Going ahead now.").await
+            start(ctx, drive, after.trace_id, lease_seconds, wait, "Going ahead now.").await
         }
         other => Err(rejection::refuse(&db, Action::Resume, id, other)),
     }
 }
 
 /// Hands an EXECUTING call (whose lease the drive request holds) to the executor, in the call's
-/// trace.
+/// trace. Under `Prefer: wait` the hand-off is awaited for up to the wait, holding no
+/// connection meanwhile, since the executor and the tool need connections of their own.
 async fn start(
-    db: Connection,
+    ctx: &Ctx,
     drive: DriveRequest,
     trace_id: Option<String>,
     lease_seconds: f64,
     wait: Option<Duration>,
     message: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Outcome<Progress>, ApiError> {
     let id = &drive.tool_call_id.clone();
-    let accepted = json!({"tool_call_id": id, "status": Status::Executing, "message": message});
-    let work = hand_to_executor(drive, trace_id, lease_seconds);
+    let running = Progress::Running(Brief { tool_call_id: id.clone(), status: Status::Executing, message: message.to_owned() });
+    let work = hand_to_executor(ctx.clone(), drive, trace_id, lease_seconds);
     let Some(wait) = wait else {
-        return Ok(Reply::from(gatehouse_http::json_response(202, &accepted)).then(work));
+        return Ok(Outcome::new(running).then(work));
     };
-    drop(db);
+    ctx.release();
     let mut work = Box::pin(work);
     let finished = gatehouse_http::within(wait, work.as_mut()).await.is_some();
-    let call = gatehouse_store::get_call(&gatehouse_http::open_db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
-    let mut response = if call.status == Status::Executing {
-        gatehouse_http::json_response(202, &accepted)
-    } else {
-        gatehouse_http::json_response(200, &call)
-    };
-    response.set_header("preference-applied", gatehouse_domain::preference_applied(wait));
-    let reply = Reply::from(response);
-    Ok(if finished { reply } else { reply.then(work) })
+    let call = gatehouse_store::get_call(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
+    let answer = if call.status == Status::Executing { running } else { Progress::Reached(Box::new(call)) };
+    let outcome = Outcome::new(answer).waited(Some(wait));
+    Ok(if finished { outcome } else { outcome.then(work) })
 }
 
 /// Asks the executor to drive the call, and waits for it so the work outlives this request
 /// even if the caller hung up. The executor answers once the call has settled or paused. It
 /// works in the call's trace, so a re-drive by the sweeper is found under the same trace.
-pub(crate) async fn hand_to_executor(request: DriveRequest, trace_id: Option<String>, lease_seconds: f64) {
-    let url = match Config::executor_drive_url() {
+pub(crate) async fn hand_to_executor(ctx: Ctx, request: DriveRequest, trace_id: Option<String>, lease_seconds: f64) {
+    ctx.release();
+    let url = match ctx.config().executor_drive_url() {
         Ok(url) => url,
         Err(e) => return gatehouse_http::log_error(&e),
     };

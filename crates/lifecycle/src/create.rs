@@ -2,14 +2,13 @@
 
 use gatehouse_domain::contract::ToolRequest;
 use gatehouse_domain::{ApiError, ErrorCode, SessionId};
-use gatehouse_http::Reply;
-use gatehouse_store::{Connection, Created, NewCall};
+use gatehouse_store::{Created, NewCall};
 use gatehouse_tool::ToolError;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::Config;
+use crate::Ctx;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,12 +27,16 @@ pub struct CreateRequest {
     pub callback_url: Option<String>,
 }
 
+/// Records the call; its answer (the call's id, status and the sentence to read back) is the
+/// same for a retried request with the same `Idempotency-Key`.
 pub async fn create(
-    db: &Connection,
+    ctx: &Ctx,
     request: CreateRequest,
     idempotency_key: Option<&str>,
     trace_id: &str,
-) -> Result<Reply, ApiError> {
+) -> Result<Value, ApiError> {
+    let config = ctx.config();
+    ctx.db()?;
     let session_id = crate::session_id(&request.session_id)?;
     let function = request.function_name.as_deref().or(request.function.as_deref()).unwrap_or_default();
     if function.is_empty() {
@@ -48,14 +51,14 @@ pub async fn create(
     {
         return Err(ApiError::invalid_input("The Idempotency-Key header must be 1 to 255 characters."));
     }
-    let registry = Config::registry()?;
+    let registry = config.registry()?;
     let entry = registry.resolve(function).ok_or_else(|| {
         ApiError::new(ErrorCode::UnknownFunction, format!("I don't have a tool called {function}."))
             .with_field("function_name", format!("must be one of: {}", registry.names().join(", ")))
     })?;
-    let callback_url = Config::checked_callback_url(request.callback_url.as_deref())?;
+    let callback_url = config.checked_callback_url(request.callback_url.as_deref())?;
 
-    let validated = Config::tool(&entry.name, &entry.component)?
+    let validated = config.tool(&entry.name, &entry.component)?
         .validate(&ToolRequest {
             tool_call_id: None,
             session_id: Some(session_id.clone()),
@@ -76,23 +79,21 @@ pub async fn create(
         connection_id: request.connection_id.as_deref(),
         intent_id: request.intent_id.as_deref(),
         function_name: &entry.name,
-        tool: &entry.component,
+        component: &entry.component,
         parameters: &validated.parameters,
         summary: &validated.summary,
         callback_url: callback_url.as_deref(),
         idempotency_key,
         request_fingerprint: &fingerprint,
         trace_id,
-        ttl_seconds: Config::pending_ttl_seconds()?,
+        ttl_seconds: config.pending_ttl_seconds()?,
     };
     // A concurrent create with the same key may not be visible yet to this statement; the
     // second try sees it.
     for _ in 0..2 {
-        match gatehouse_store::insert_call(db, &call)? {
-            Created::New(body) => return Ok(gatehouse_http::json_response(201, &body).into()),
-            Created::Existing { fingerprint: first, response } if first == fingerprint => {
-                return Ok(gatehouse_http::json_response(201, &response).into());
-            }
+        match gatehouse_store::insert_call(&*ctx.db()?, &call)? {
+            Created::New(body) => return Ok(body),
+            Created::Existing { fingerprint: first, response } if first == fingerprint => return Ok(response),
             Created::Existing { .. } => {
                 return Err(ApiError::new(
                     ErrorCode::IdempotencyKeyReused,
@@ -130,4 +131,59 @@ fn fingerprint(
         "callback_url": request.callback_url,
     });
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(parameters: Value) -> CreateRequest {
+        CreateRequest {
+            session_id: "s1".into(),
+            function: None,
+            function_name: Some("send_email".into()),
+            parameters,
+            connection_id: None,
+            intent_id: None,
+            callback_url: None,
+        }
+    }
+
+    fn print(request: &CreateRequest) -> String {
+        let session = SessionId::parse(&request.session_id).expect("a valid session id");
+        let Value::Object(parameters) = &request.parameters else { panic!("parameters are an object") };
+        fingerprint(&session, "send_email", parameters, request)
+    }
+
+    #[test]
+    fn the_same_request_has_the_same_fingerprint_whatever_its_key_order() {
+        let one = request(json!({"to": "a@example.com", "subject": "Hi"}));
+        let other = request(serde_json::from_str(r#"{"subject": "Hi", "to": "a@example.com"}"#).expect("json"));
+        assert_eq!(print(&one), print(&other));
+    }
+
+    #[test]
+    fn anything_the_client_sent_changes_the_fingerprint() {
+        let base = request(json!({"to": "a@example.com"}));
+        let changed_parameter = request(json!({"to": "b@example.com"}));
+        let with_callback = CreateRequest { callback_url: Some("https://relay.example/cb".into()), ..base.clone() };
+        let with_intent = CreateRequest { intent_id: Some("i1".into()), ..base.clone() };
+        let prints = [print(&base), print(&changed_parameter), print(&with_callback), print(&with_intent)];
+        for (i, a) in prints.iter().enumerate() {
+            for b in &prints[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn a_refusal_keeps_the_tools_fields_and_a_crash_is_a_502() {
+        use gatehouse_domain::FieldProblem;
+        use gatehouse_domain::contract::ToolRefusal;
+        let problem = FieldProblem { field: "to".into(), problem: "is not an address".into() };
+        let refused = tool_error(ToolError::Refused(ToolRefusal { error: "No.".into(), fields: vec![problem] }), "t");
+        assert_eq!((refused.code, refused.fields.len()), (ErrorCode::ValidationFailed, 1));
+        let crashed = tool_error(ToolError::Crashed("trap".into()), "t");
+        assert_eq!((crashed.code, crashed.http_status()), (ErrorCode::ToolUnavailable, 502));
+    }
 }

@@ -1,31 +1,38 @@
 //! The tool-call lifecycle (SPEC §4): create, modify, confirm, resume, cancel, status, the
-//! executor's drive and the sweeper. Components are thin HTTP adapters over these functions,
-//! and the MCP endpoint calls the same ones.
+//! executor's drive, the gated direct flows and the sweeper.
 //!
-//! Nothing here is tool-specific: tools are reached only through the contract client.
-
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
+//! Operations take a [`Ctx`] (settings read once per request, and the one rule for reaching
+//! the database) and return typed answers, or an [`Outcome`] when there is work to do after
+//! the answer; nothing here speaks HTTP to its caller. The REST components and the MCP
+//! endpoint each turn the same answer into their own. Both ways a call runs, the executor and
+//! the direct flows, walk it through one [`flow`] with their own policy between the steps.
+//!
+//! Nothing here is tool-specific: tools are reached through the tool contract, or run in the
+//! component of a direct flow through the same [`Tool`](gatehouse_tool::Tool) trait.
 
 mod callbacks;
 mod cancel;
-mod config;
 mod confirm;
+mod context;
 mod create;
+mod direct;
 mod drive;
-pub mod gated;
+mod flow;
 mod modify;
+mod outcome;
 mod rejection;
 mod status;
 mod sweep;
 mod tools;
 
 pub use cancel::{CancelRequest, cancel};
-pub use config::Config;
 pub use confirm::{ConfirmRequest, ResumeRequest, confirm, resume};
+pub use context::{Config, Ctx};
 pub use create::{CreateRequest, create};
-pub use drive::{DriveRequest, drive};
+pub use direct::{DirectFlow, Envelope, Gate};
+pub use drive::{DriveRequest, Driven, drive};
 pub use modify::{ModifyRequest, modify};
-pub use status::{context, session_context, session_id, status};
+pub use outcome::{Brief, FollowUp, Outcome, Progress};
+pub use status::{SessionCalls, context, session_context, session_id, status};
 pub use sweep::{SweepReport, sweep};
 pub use tools::{ExecutionsQuery, describe_tools, list_tools, tool_executions, tool_stats};

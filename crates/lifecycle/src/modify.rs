@@ -3,14 +3,13 @@
 
 use gatehouse_domain::contract::ToolRequest;
 use gatehouse_domain::{ApiError, FieldChange, ToolCallId, changed_fields, merge_patch};
-use gatehouse_http::Reply;
-use gatehouse_store::{Connection, ParameterChange, Transition};
+use gatehouse_store::{ParameterChange, Transition};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::Config;
+use crate::Ctx;
 use crate::create::tool_error;
-use crate::drive::tool_request;
+use crate::flow::tool_request;
 use crate::rejection::{self, Action};
 
 /// How many corrections one call takes. Each is kept in the call's `parameters_history` and
@@ -33,12 +32,13 @@ struct Applied<'a> {
     new: &'a Option<Value>,
 }
 
-pub async fn modify(db: &Connection, id: &ToolCallId, request: ModifyRequest) -> Result<Reply, ApiError> {
+/// The corrected call: its parameters, the new sentence to read back, and what changed.
+pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Result<Value, ApiError> {
     if !request.parameters.is_object() {
         return Err(ApiError::invalid_input("The parameters must be a JSON object (a merge patch).")
             .with_field("parameters", "must be an object"));
     }
-    let call = gatehouse_store::get_call(db, id)?.ok_or_else(|| rejection::not_found(id))?;
+    let call = gatehouse_store::get_call(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
     if let Some(error) = rejection::check(Action::Modify, &call) {
         return Err(error);
     }
@@ -57,7 +57,7 @@ pub async fn modify(db: &Connection, id: &ToolCallId, request: ModifyRequest) ->
     let Value::Object(patched) = patched else {
         return Err(ApiError::internal().with_detail("a merge patch of an object gave a non-object"));
     };
-    let validated = Config::tool(&call.function_name, &call.tool)?
+    let validated = ctx.config().tool(&call.function_name, &call.component)?
         .validate(&ToolRequest { parameters: patched, attempt: 1, ..tool_request(&call) })
         .await
         .map_err(|e| tool_error(e, &call.function_name))?;
@@ -68,6 +68,7 @@ pub async fn modify(db: &Connection, id: &ToolCallId, request: ModifyRequest) ->
         .map(|c| ParameterChange { field: c.field.clone(), old_value: c.old.clone(), new_value: c.new.clone() })
         .collect();
     if !changes.is_empty() {
+        let db = &ctx.db()?;
         let transition = gatehouse_store::modify_call(
             db,
             id,
@@ -90,7 +91,7 @@ pub async fn modify(db: &Connection, id: &ToolCallId, request: ModifyRequest) ->
             return Err(rejection::refuse(db, Action::Modify, id, transition));
         }
     }
-    Ok(gatehouse_http::json_response(200, &response(id, &validated.parameters, &validated.summary, &changes)).into())
+    Ok(response(id, &validated.parameters, &validated.summary, &changes))
 }
 
 /// How many times the call was corrected: each applied modify added one MODIFIED entry. (The
@@ -116,4 +117,32 @@ fn response(id: &ToolCallId, parameters: &Map<String, Value>, summary: &str, cha
         map.insert("modifications_applied".into(), serde_json::to_value(&applied).unwrap_or_default());
     }
     body
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_modified_entries_count_as_corrections() {
+        let history = [json!({"status": "PENDING"}), json!({"status": "MODIFIED"}), json!({"status": "MODIFIED"})];
+        assert_eq!(corrections(&history), 2);
+        assert_eq!(corrections(&[]), 0);
+    }
+
+    #[test]
+    fn one_change_is_named_once_and_several_are_listed() {
+        let id = ToolCallId::parse("tc_0123456789ab").expect("an id");
+        let parameters = Map::new();
+        let change = |field: &str| FieldChange { field: field.into(), old: Some(json!(1)), new: Some(json!(2)) };
+        let one = response(&id, &parameters, "Send it?", &[change("to")]);
+        assert_eq!(one["modification_applied"]["field"], "to");
+        assert!(one.get("modifications_applied").is_none());
+        let two = response(&id, &parameters, "Send it?", &[change("to"), change("subject")]);
+        assert_eq!(two["modifications_applied"].as_array().map(Vec::len), Some(2));
+        let none = response(&id, &parameters, "Send it?", &[]);
+        assert_eq!((none["modification_applied"].clone(), none["status"].clone()), (Value::Null, json!("PENDING")));
+    }
 }

@@ -78,3 +78,76 @@ pub(crate) fn refuse(db: &Connection, action: Action, id: &ToolCallId, transitio
 pub(crate) fn check(action: Action, call: &ToolCall) -> Option<ApiError> {
     (!action.allowed_from(call)).then(|| action.refusal(call))
 }
+
+#[cfg(test)]
+mod tests {
+    use gatehouse_domain::ErrorCode;
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(status: Status, side_effect_started: bool) -> ToolCall {
+        let call = json!({
+            "tool_call_id": "tc_0123456789ab", "session_id": "s1", "connection_id": null, "intent_id": null,
+            "function_name": "send_email", "tool": "gmail", "parameters": {}, "parameters_history": [],
+            "status": status, "status_history": [], "summary": null, "checkpoint": null, "result": null,
+            "error_message": null, "voice_response": null, "callback_url": null, "expires_at": null,
+            "attempts": 1, "side_effect_started_at": side_effect_started.then_some("2026-11-24T00:00:00Z"),
+            "trace_id": null, "created_at": "2026-11-24T00:00:00Z", "confirmed_at": null, "prepared_at": null,
+            "executed_at": null, "completed_at": null, "execution_time_ms": null,
+        });
+        serde_json::from_value(call).expect("a call")
+    }
+
+    const EVERY_STATUS: [Status; 7] = [
+        Status::Pending,
+        Status::Executing,
+        Status::Prepared,
+        Status::Completed,
+        Status::Failed,
+        Status::Cancelled,
+        Status::Expired,
+    ];
+
+    #[test]
+    fn each_action_needs_its_state() {
+        for status in EVERY_STATUS {
+            let c = call(status, false);
+            assert_eq!(check(Action::Modify, &c).is_none(), status == Status::Pending, "modify from {status}");
+            assert_eq!(check(Action::Confirm, &c).is_none(), status == Status::Pending, "confirm from {status}");
+            assert_eq!(check(Action::Resume, &c).is_none(), status == Status::Prepared, "resume from {status}");
+            let cancellable = matches!(status, Status::Pending | Status::Prepared | Status::Executing);
+            assert_eq!(check(Action::Cancel, &c).is_none(), cancellable, "cancel from {status}");
+        }
+    }
+
+    #[test]
+    fn a_cancel_after_the_side_effect_started_says_it_is_too_late() {
+        let error = check(Action::Cancel, &call(Status::Executing, true)).map(|e| (e.code, e.http_status()));
+        assert_eq!(error, Some((ErrorCode::SideEffectStarted, 409)));
+    }
+
+    #[test]
+    fn an_expired_call_is_gone_and_other_refusals_name_the_state() {
+        for action in [Action::Modify, Action::Confirm, Action::Resume, Action::Cancel] {
+            let expired = check(action, &call(Status::Expired, false)).map(|e| e.http_status());
+            assert_eq!(expired, Some(410), "{action:?}");
+            let settled = check(action, &call(Status::Completed, false));
+            assert_eq!(settled.map(|e| (e.code, e.http_status())), Some((ErrorCode::InvalidState, 409)), "{action:?}");
+        }
+    }
+
+    #[test]
+    fn a_losing_race_answers_the_state_that_won() {
+        // The statement's snapshot no longer allows the action: that state is the answer,
+        // without another read (which `refuse` would need a database for).
+        let lost = Transition::Rejected { current: Box::new(call(Status::Cancelled, false)) };
+        let current = match lost {
+            Transition::Rejected { current } => *current,
+            _ => unreachable!(),
+        };
+        assert!(!Action::Confirm.allowed_from(&current));
+        let error = Action::Confirm.refusal(&current);
+        assert_eq!((error.code, error.message.as_str()), (ErrorCode::InvalidState, "Cannot confirm non-pending tool call"));
+    }
+}

@@ -3,13 +3,12 @@
 
 use gatehouse_domain::contract::ToolDescription;
 use gatehouse_domain::{ApiError, ErrorCode};
-use gatehouse_http::Reply;
 use gatehouse_store::{ExecutionCursor, ExecutionFilter};
 use gatehouse_tool::RegistryEntry;
 use gatehouse_tool::history::Outcome;
 use serde_json::{Value, json};
 
-use crate::Config;
+use crate::Ctx;
 
 /// How many executions a page holds unless the client says otherwise, and at most.
 const DEFAULT_PAGE: u32 = 50;
@@ -17,8 +16,10 @@ const MAX_PAGE: u32 = 200;
 /// The stats window unless the client names one.
 const DEFAULT_WINDOW: &str = "24h";
 
-pub async fn list_tools() -> Result<Reply, ApiError> {
-    let tools: Vec<Value> = describe_tools()
+/// `{"tools": [...]}`: each registered tool as it describes itself, with its component and
+/// whether it could be reached.
+pub async fn list_tools(ctx: &Ctx) -> Result<Value, ApiError> {
+    let tools: Vec<Value> = describe_tools(ctx)
         .await?
         .into_iter()
         .map(|(entry, described)| match described {
@@ -33,16 +34,16 @@ pub async fn list_tools() -> Result<Reply, ApiError> {
             }
         })
         .collect();
-    Ok(gatehouse_http::json_response(200, &json!({"tools": tools})).into())
+    Ok(json!({"tools": tools}))
 }
 
 /// Every registered tool as it describes itself; `None` for one that could not be reached,
 /// since one tool being down must not hide the others.
-pub async fn describe_tools() -> Result<Vec<(RegistryEntry, Option<ToolDescription>)>, ApiError> {
-    let registry = Config::registry()?;
+pub async fn describe_tools(ctx: &Ctx) -> Result<Vec<(RegistryEntry, Option<ToolDescription>)>, ApiError> {
+    let registry = ctx.config().registry()?;
     let mut tools = Vec::new();
     for entry in registry.entries() {
-        let described = match Config::tool(&entry.name, &entry.component)?.describe().await {
+        let described = match ctx.config().tool(&entry.name, &entry.component)?.describe().await {
             Ok(description) => Some(description),
             Err(e) => {
                 gatehouse_http::log_line("warn", &format!("describing {}: {e}", entry.component));
@@ -64,8 +65,8 @@ pub struct ExecutionsQuery {
 }
 
 /// One page of a tool's executions, newest first.
-pub fn tool_executions(name: &str, query: &ExecutionsQuery) -> Result<Reply, ApiError> {
-    let tool = registered(name)?;
+pub fn tool_executions(ctx: &Ctx, name: &str, query: &ExecutionsQuery) -> Result<Value, ApiError> {
+    let tool = registered(ctx, name)?;
     let limit = match query.limit.as_deref() {
         None => DEFAULT_PAGE,
         Some(text) => text
@@ -97,27 +98,27 @@ pub fn tool_executions(name: &str, query: &ExecutionsQuery) -> Result<Reply, Api
         after,
         limit,
     };
-    let mut page = gatehouse_store::tool_executions(&gatehouse_http::open_db()?, &filter)?;
+    let mut page = gatehouse_store::tool_executions(&*ctx.db()?, &filter)?;
     page["tool"] = json!(tool.name);
-    Ok(gatehouse_http::json_response(200, &page).into())
+    Ok(page)
 }
 
 /// A tool's stats over `window` (`24h` unless given): executions, outcomes, success rate,
 /// p50/p95 duration, per operation, and its last error.
-pub fn tool_stats(name: &str, window: Option<&str>) -> Result<Reply, ApiError> {
-    let tool = registered(name)?;
+pub fn tool_stats(ctx: &Ctx, name: &str, window: Option<&str>) -> Result<Value, ApiError> {
+    let tool = registered(ctx, name)?;
     let window = window.unwrap_or(DEFAULT_WINDOW);
     let seconds = gatehouse_domain::parse_window(window)
         .ok_or_else(|| invalid("window", "must be a span such as 90s, 15m, 24h or 7d, at most 366d"))?;
-    let mut stats = gatehouse_store::tool_stats(&gatehouse_http::open_db()?, &tool.name, seconds)?;
+    let mut stats = gatehouse_store::tool_stats(&*ctx.db()?, &tool.name, seconds)?;
     stats["tool"] = json!(tool.name);
     stats["window"] = json!(window);
-    Ok(gatehouse_http::json_response(200, &stats).into())
+    Ok(stats)
 }
 
 /// The registry entry for a tool's name or alias; the history is kept under its name.
-fn registered(name: &str) -> Result<RegistryEntry, ApiError> {
-    let registry = Config::registry()?;
+fn registered(ctx: &Ctx, name: &str) -> Result<RegistryEntry, ApiError> {
+    let registry = ctx.config().registry()?;
     registry
         .resolve(name)
         .cloned()

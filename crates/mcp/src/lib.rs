@@ -14,6 +14,7 @@ mod tools;
 
 use gatehouse_domain::{ApiError, ErrorCode};
 use gatehouse_http::{BodyError, Component, Method, Reply, Request};
+use gatehouse_lifecycle::Ctx;
 use serde_json::{Map, Value};
 
 use crate::jsonrpc::{INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, RpcError};
@@ -60,11 +61,12 @@ pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiErro
 }
 
 async fn answer(component: Component, id: &Value, method: &str, params: &Value) -> Reply {
+    let ctx = Ctx::new();
     let outcome = match method {
         "initialize" => Ok((protocol::initialize_result(params, component.version), None)),
         "ping" => Ok((serde_json::json!({}), None)),
-        "tools/list" => tools::list().await.map(|list| (list, None)).map_err(internal),
-        "tools/call" => tools::call(params).await,
+        "tools/list" => tools::list(&ctx).await.map(|list| (list, None)).map_err(internal),
+        "tools/call" => tools::call(&ctx, params).await,
         other => Err(RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {other}"))),
     };
     match outcome {

@@ -1,12 +1,15 @@
 //! The lifecycle operations as MCP tools. Each one takes its arguments apart and calls the
-//! very function its REST route calls; the answer the route would send becomes the result.
+//! very function its REST route calls; the typed answer becomes the tool result, an error
+//! becomes an `isError` result with the same code and sentence the route would give.
 
 use std::time::Duration;
 
 use gatehouse_domain::contract::ToolDescription;
 use gatehouse_domain::{ApiError, MAX_WAIT, ToolCallId};
-use gatehouse_http::{AfterResponse, Reply};
-use gatehouse_lifecycle::{CancelRequest, ConfirmRequest, CreateRequest, ModifyRequest, ResumeRequest};
+use gatehouse_lifecycle::{
+    CancelRequest, ConfirmRequest, CreateRequest, Ctx, FollowUp, ModifyRequest, Outcome, ResumeRequest,
+};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
@@ -17,9 +20,9 @@ const WAIT: &str = "Seconds (at most 30) to wait for the call to settle before a
 
 /// `tools/list`: the eight operations. `request_tool` describes every registered tool's
 /// parameters, as the tools describe themselves.
-pub async fn list() -> Result<Value, ApiError> {
+pub async fn list(ctx: &Ctx) -> Result<Value, ApiError> {
     let tools: Vec<ToolDescription> =
-        gatehouse_lifecycle::describe_tools().await?.into_iter().filter_map(|(_, described)| described).collect();
+        gatehouse_lifecycle::describe_tools(ctx).await?.into_iter().filter_map(|(_, described)| described).collect();
     let call_id = json!({"type": "string", "pattern": "^tc_[0-9a-f]{12}$", "description": TOOL_CALL_ID});
     let wait = json!({"type": "number", "minimum": 0, "maximum": MAX_WAIT.as_secs(), "description": WAIT});
     let reason = json!({"type": "string", "description": "Why, in the caller's words; kept in the history."});
@@ -157,9 +160,9 @@ fn request_schema(tools: &[ToolDescription], session: &Value) -> Value {
     schema
 }
 
-/// A `tools/call`: the operation's answer, as the REST route would give it, and any work the
-/// operation goes on with once that answer is out. Unknown tools are a protocol error.
-pub async fn call(params: &Value) -> Result<(Value, Option<AfterResponse>), RpcError> {
+/// A `tools/call`: the operation's result, and any work the operation goes on with once that
+/// answer is out. Unknown tools are a protocol error.
+pub async fn call(ctx: &Ctx, params: &Value) -> Result<(Value, Option<FollowUp>), RpcError> {
     let name = params
         .get("name")
         .and_then(Value::as_str)
@@ -170,85 +173,98 @@ pub async fn call(params: &Value) -> Result<(Value, Option<AfterResponse>), RpcE
         Some(_) => return Err(RpcError::new(INVALID_PARAMS, "The arguments of tools/call must be an object.")),
     };
     let outcome = match name {
-        "request_tool" => request_tool(arguments).await,
-        "modify_tool" => modify_tool(arguments).await,
-        "confirm_tool" => confirm_tool(arguments).await,
-        "cancel_tool" => cancel_tool(arguments).await,
-        "resume_tool" => resume_tool(arguments).await,
-        "get_status" => get_status(arguments).await,
-        "get_context" => get_context(arguments),
-        "get_session_context" => get_session_context(arguments),
+        "request_tool" => request_tool(ctx, arguments).await,
+        "modify_tool" => modify_tool(ctx, arguments).await,
+        "confirm_tool" => confirm_tool(ctx, arguments).await,
+        "cancel_tool" => cancel_tool(ctx, arguments).await,
+        "resume_tool" => resume_tool(ctx, arguments).await,
+        "get_status" => get_status(ctx, arguments).await,
+        "get_context" => get_context(ctx, arguments),
+        "get_session_context" => get_session_context(ctx, arguments),
         unknown => return Err(RpcError::new(INVALID_PARAMS, format!("Unknown tool: {unknown}"))),
     };
-    Ok(tool_result(gatehouse_http::reply_or_error(outcome)))
+    Ok(match outcome {
+        Ok(outcome) => (tool_result(&outcome.answer, false), outcome.follow_up),
+        Err(error) => {
+            gatehouse_http::log_error(&error);
+            (tool_result(&error, true), None)
+        }
+    })
 }
 
-/// The REST answer as an MCP tool result: the body both as structured content and as its
-/// JSON text, and `isError` for any error answer, whose `error` sentence and `code` are the
-/// route's.
-fn tool_result(reply: Reply) -> (Value, Option<AfterResponse>) {
-    let is_error = *reply.response.status() >= 400;
-    let body: Value = serde_json::from_slice(reply.response.body()).unwrap_or(Value::Null);
-    let result = json!({
+/// An answer as an MCP tool result: structured content, and the same JSON as text for
+/// clients that read only text.
+fn tool_result(answer: &impl Serialize, is_error: bool) -> Value {
+    let body = serde_json::to_value(answer).unwrap_or(Value::Null);
+    json!({
         "content": [{"type": "text", "text": body.to_string()}],
         "structuredContent": body,
         "isError": is_error,
-    });
-    (result, reply.after)
+    })
 }
 
-async fn request_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+/// Every operation's answer as one type, with its follow-up work if it has any.
+type Answered = Result<Outcome<Value>, ApiError>;
+
+fn answered<T: Serialize>(outcome: Result<Outcome<T>, ApiError>) -> Answered {
+    outcome.map(|outcome| outcome.map(|answer| serde_json::to_value(answer).unwrap_or(Value::Null)))
+}
+
+fn plain<T: Serialize>(answer: Result<T, ApiError>) -> Answered {
+    answered(answer.map(Outcome::new))
+}
+
+async fn request_tool(ctx: &Ctx, mut arguments: Map<String, Value>) -> Answered {
     let idempotency_key = take::<String>(&mut arguments, "idempotency_key")?;
     let request: CreateRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
     let trace_id = gatehouse_http::trace_id();
-    let db = gatehouse_http::open_db()?;
-    gatehouse_lifecycle::create(&db, request, idempotency_key.as_deref(), &trace_id).await
+    plain(gatehouse_lifecycle::create(ctx, request, idempotency_key.as_deref(), &trace_id).await)
 }
 
-async fn modify_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+async fn modify_tool(ctx: &Ctx, mut arguments: Map<String, Value>) -> Answered {
     let id = call_id(&mut arguments)?;
     let request: ModifyRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
-    gatehouse_lifecycle::modify(&gatehouse_http::open_db()?, &id, request).await
+    plain(gatehouse_lifecycle::modify(ctx, &id, request).await)
 }
 
-async fn confirm_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+async fn confirm_tool(ctx: &Ctx, mut arguments: Map<String, Value>) -> Answered {
     let id = call_id(&mut arguments)?;
     let wait = wait(&mut arguments)?;
     let request: ConfirmRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
-    gatehouse_lifecycle::confirm(gatehouse_http::open_db()?, &id, request, wait).await
+    answered(gatehouse_lifecycle::confirm(ctx, &id, request, wait).await)
 }
 
-async fn cancel_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+async fn cancel_tool(ctx: &Ctx, mut arguments: Map<String, Value>) -> Answered {
     let id = call_id(&mut arguments)?;
     let request: CancelRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
-    gatehouse_lifecycle::cancel(&gatehouse_http::open_db()?, &id, request).await
+    answered(gatehouse_lifecycle::cancel(ctx, &id, request).await)
 }
 
-async fn resume_tool(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+async fn resume_tool(ctx: &Ctx, mut arguments: Map<String, Value>) -> Answered {
     let id = call_id(&mut arguments)?;
     let wait = wait(&mut arguments)?;
     let request: ResumeRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
-    gatehouse_lifecycle::resume(gatehouse_http::open_db()?, &id, request, wait).await
+    answered(gatehouse_lifecycle::resume(ctx, &id, request, wait).await)
 }
 
-async fn get_status(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+async fn get_status(ctx: &Ctx, mut arguments: Map<String, Value>) -> Answered {
     let id = call_id(&mut arguments)?;
     let wait = wait(&mut arguments)?;
     no_more(&arguments)?;
-    gatehouse_lifecycle::status(&id, wait).await
+    answered(gatehouse_lifecycle::status(ctx, &id, wait).await)
 }
 
-fn get_context(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+fn get_context(ctx: &Ctx, mut arguments: Map<String, Value>) -> Answered {
     let session = required::<String>(&mut arguments, "session_id")?;
     no_more(&arguments)?;
-    gatehouse_lifecycle::context(&session)
+    plain(gatehouse_lifecycle::context(ctx, &session))
 }
 
-fn get_session_context(mut arguments: Map<String, Value>) -> Result<Reply, ApiError> {
+fn get_session_context(ctx: &Ctx, mut arguments: Map<String, Value>) -> Answered {
     let session = required::<String>(&mut arguments, "session_id")?;
     let key = required::<String>(&mut arguments, "context_key")?;
     no_more(&arguments)?;
-    gatehouse_lifecycle::session_context(&session, &key)
+    plain(gatehouse_lifecycle::session_context(ctx, &session, &key))
 }
 
 /// Removes an optional argument and reads it as `T`.

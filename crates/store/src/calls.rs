@@ -25,7 +25,9 @@ pub struct ToolCall {
     pub connection_id: Option<String>,
     pub intent_id: Option<String>,
     pub function_name: String,
-    pub tool: String,
+    /// Where the tool is served: a component id, or a tool host's URL (`tool` in the API's JSON).
+    #[serde(rename = "tool")]
+    pub component: String,
     pub parameters: Map<String, Value>,
     pub parameters_history: Vec<Value>,
     /// The effective status: a waiting call past its deadline reads as EXPIRED.
@@ -69,7 +71,8 @@ pub struct NewCall<'a> {
     pub connection_id: Option<&'a str>,
     pub intent_id: Option<&'a str>,
     pub function_name: &'a str,
-    pub tool: &'a str,
+    /// The component that serves the tool.
+    pub component: &'a str,
     pub parameters: &'a Map<String, Value>,
     pub summary: &'a str,
     pub callback_url: Option<&'a str>,
@@ -187,7 +190,7 @@ pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, Store
             optional_text(call.connection_id),
             optional_text(call.intent_id),
             text(call.function_name),
-            text(call.tool),
+            text(call.component),
             json(call.parameters)?,
             text(call.summary),
             optional_text(call.callback_url),

@@ -13,6 +13,7 @@ mod query;
 mod schema;
 mod search;
 mod speech;
+mod tool;
 
 use std::time::Instant;
 
@@ -26,6 +27,7 @@ pub use query::{DEFAULT_TOP_K, Filters, MAX_TOP_K, SearchQuery, parse, validate}
 pub use schema::parameters_schema;
 pub use search::{Document, Found, Total};
 pub use speech::{confirmation, report};
+pub use tool::VectorQuery;
 
 /// The session context key the results are stored under; the completion callback names it.
 pub const CONTEXT_KEY: &str = "last_query_results";

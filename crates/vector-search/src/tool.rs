@@ -1,9 +1,10 @@
-//! The tool contract of `query_vector_db`: what the executor and the direct flow both run.
+//! `query_vector_db` as a tool: what the executor (over the tool contract) and the direct flow
+//! (in the component) both run.
 
 use gatehouse_domain::FieldProblem;
 use gatehouse_domain::contract::{Checkpoint, Executed, ToolDescription, ToolRequest};
 use gatehouse_tool::{Tool, ToolFailure};
-use gatehouse_vector_search as search;
+use crate as search;
 use serde_json::{Map, Value};
 
 const DESCRIPTION: &str = "Searches the team's documents (sales reports, pipeline notes, shipping incidents, \
@@ -11,7 +12,7 @@ const DESCRIPTION: &str = "Searches the team's documents (sales reports, pipelin
     fields over every document the filters match. The results stay available to later tools as the session \
     context last_query_results.";
 
-pub(crate) struct VectorQuery;
+pub struct VectorQuery;
 
 impl Tool for VectorQuery {
     fn describe(&self) -> ToolDescription {

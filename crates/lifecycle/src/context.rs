@@ -1,0 +1,241 @@
+//! What every operation is given: the settings, read once per request, and the one rule for
+//! reaching the database.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use gatehouse_domain::{ApiError, CallbackAllowlist, ErrorCode};
+use gatehouse_store::Connection;
+use gatehouse_tool::{ToolClient, ToolRegistry};
+
+/// At most this many attempts to run a call (SPEC §4).
+pub const MAX_ATTEMPTS: i32 = 3;
+
+/// An operation's surroundings. Cheap to clone: the work an operation leaves for after its
+/// answer (callbacks, the executor hand-off) takes a clone along.
+///
+/// **The connection rule.** An operation reaches the database first, so that an unreachable
+/// one is answered `database_unavailable` before anything else happens. The request then keeps
+/// its connection from step to step ([`Ctx::db`]) and gives it back ([`Ctx::release`]) before
+/// anything that waits: the relay, a sleep, the executor, and a tool's `prepare`, `execute` or
+/// `discard`. Those take seconds, the tool needs a connection of its own meanwhile, and a
+/// connection held through them would starve the pool; the next step takes a new one. A
+/// tool's `validate` is answered in milliseconds and is not a wait.
+#[derive(Clone, Default)]
+pub struct Ctx {
+    config: Rc<Config>,
+    connection: Rc<RefCell<Option<Rc<Connection>>>>,
+}
+
+impl Ctx {
+    /// The context of a request on a Spin host: settings come from the component's variables.
+    pub fn new() -> Ctx {
+        Ctx::default()
+    }
+
+    /// A context whose settings are the given values, not Spin variables.
+    pub fn with_settings(values: &[(&str, &str)]) -> Ctx {
+        Ctx { config: Rc::new(Config::fixed(values)), connection: Rc::default() }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The request's connection, opened by the first step that needs one (see the rule above).
+    pub fn db(&self) -> Result<Rc<Connection>, ApiError> {
+        if let Some(connection) = self.connection.borrow().as_ref() {
+            return Ok(connection.clone());
+        }
+        let connection = Rc::new(gatehouse_http::open_db()?);
+        *self.connection.borrow_mut() = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Gives the request's connection back before a wait (see the rule above).
+    pub fn release(&self) {
+        self.connection.borrow_mut().take();
+    }
+}
+
+/// The lifecycle's settings. Each component declares the variables it reads in spin.toml, so
+/// a setting is read only when an operation needs it, and then once per request.
+#[derive(Default)]
+pub struct Config {
+    /// Values given up front instead of Spin variables.
+    fixed: Option<HashMap<String, String>>,
+    read: RefCell<HashMap<&'static str, String>>,
+}
+
+impl Config {
+    fn fixed(values: &[(&str, &str)]) -> Config {
+        let fixed = values.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect();
+        Config { fixed: Some(fixed), read: RefCell::default() }
+    }
+
+    fn read(&self, name: &'static str) -> Result<String, ApiError> {
+        if let Some(value) = self.read.borrow().get(name) {
+            return Ok(value.clone());
+        }
+        let value = match &self.fixed {
+            Some(fixed) => fixed
+                .get(name)
+                .cloned()
+                .ok_or_else(|| ApiError::internal().with_detail(format!("the {name} setting is not given")))?,
+            None => spin_sdk::variables::get(name)
+                .map_err(|e| ApiError::internal().with_detail(format!("reading the {name} variable: {e:?}")))?,
+        };
+        self.read.borrow_mut().insert(name, value.clone());
+        Ok(value)
+    }
+
+    fn seconds(&self, name: &'static str) -> Result<f64, ApiError> {
+        let value = self.read(name)?;
+        value
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .ok_or_else(|| ApiError::internal().with_detail(format!("the {name} variable is not a number of seconds")))
+    }
+
+    pub fn pending_ttl_seconds(&self) -> Result<f64, ApiError> {
+        self.seconds("pending_ttl_seconds")
+    }
+
+    pub fn checkpoint_ttl_seconds(&self) -> Result<f64, ApiError> {
+        self.seconds("checkpoint_ttl_seconds")
+    }
+
+    /// How long a worker owns an EXECUTING call before the sweeper may take it over. Longer
+    /// than the tool timeout, so a live worker is never overtaken.
+    pub fn lease_seconds(&self) -> Result<f64, ApiError> {
+        self.seconds("execution_lease_seconds")
+    }
+
+    pub fn tool_timeout(&self) -> Result<Duration, ApiError> {
+        self.seconds("tool_timeout_seconds").map(Duration::from_secs_f64)
+    }
+
+    pub fn registry(&self) -> Result<ToolRegistry, ApiError> {
+        ToolRegistry::parse(&self.read("tool_registry")?)
+            .map_err(|e| ApiError::internal().with_detail(format!("the tool_registry variable: {e}")))
+    }
+
+    /// The client for the tool `name`, served by `component`.
+    pub fn tool(&self, name: &str, component: &str) -> Result<ToolClient, ApiError> {
+        Ok(ToolClient::new(name, component, self.tool_timeout()?))
+    }
+
+    /// Where confirmed calls are handed over to be driven: the `async-executor` component by
+    /// service chaining (the default, `http://async-executor.spin.internal`), or the origin of a
+    /// host that serves it, where the manifest routes `/internal/executor/...` to it. A hand-off
+    /// to another host is signed with `contract_secret`.
+    pub fn executor_drive_url(&self) -> Result<String, ApiError> {
+        let origin = self.read("executor_origin")?;
+        let origin = origin.trim().trim_end_matches('/');
+        if !(origin.starts_with("http://") || origin.starts_with("https://")) {
+            return Err(ApiError::internal().with_detail("the executor_origin variable is not an http(s) origin"));
+        }
+        Ok(format!("{origin}/internal/executor/drive"))
+    }
+
+    pub fn callback_allowlist(&self) -> Result<CallbackAllowlist, ApiError> {
+        Ok(CallbackAllowlist::parse(&self.read("callback_allowed_hosts")?))
+    }
+
+    /// A callback URL the caller gave, checked against the allowlist and normalized.
+    pub fn checked_callback_url(&self, url: Option<&str>) -> Result<Option<String>, ApiError> {
+        let Some(url) = url else { return Ok(None) };
+        self.callback_allowlist()?.check(url).map(Some).map_err(|problem| {
+            ApiError::new(ErrorCode::CallbackNotAllowed, "That callback address is not allowed.")
+                .with_field("callback_url", problem.to_string())
+        })
+    }
+
+    pub fn callback_secret(&self) -> Result<String, ApiError> {
+        let secret = self.read("callback_secret")?;
+        // An empty key would make every signature forgeable: fail closed.
+        if secret.is_empty() {
+            return Err(ApiError::internal().with_detail("the callback_secret variable is empty"));
+        }
+        Ok(secret)
+    }
+
+    /// The relay that gets callbacks for calls that name none; empty for none.
+    pub fn callback_default_url(&self) -> Result<Option<String>, ApiError> {
+        Ok(Some(self.read("callback_default_url")?).filter(|url| !url.trim().is_empty()))
+    }
+
+    pub fn callback_timeout(&self) -> Result<Duration, ApiError> {
+        self.seconds("callback_timeout_seconds").map(Duration::from_secs_f64)
+    }
+
+    /// How long a direct flow waits for the relay at a gate. Longer than a callback's timeout:
+    /// at a gate that asks for confirmation the relay answers once the caller has spoken.
+    pub fn gate_timeout(&self) -> Result<Duration, ApiError> {
+        self.seconds("gate_timeout_seconds").map(Duration::from_secs_f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_must_be_finite_and_not_negative() {
+        let ctx = Ctx::with_settings(&[
+            ("pending_ttl_seconds", " 300 "),
+            ("checkpoint_ttl_seconds", "-1"),
+            ("execution_lease_seconds", "NaN"),
+            ("tool_timeout_seconds", "2.5"),
+        ]);
+        assert_eq!(ctx.config().pending_ttl_seconds().ok(), Some(300.0));
+        assert!(ctx.config().checkpoint_ttl_seconds().is_err());
+        assert!(ctx.config().lease_seconds().is_err());
+        assert_eq!(ctx.config().tool_timeout().ok(), Some(Duration::from_millis(2500)));
+        assert!(ctx.config().gate_timeout().is_err(), "a setting nobody gave is an error, not a default");
+    }
+
+    #[test]
+    fn the_executor_is_reached_at_an_http_origin() {
+        let url = |origin: &str| Ctx::with_settings(&[("executor_origin", origin)]).config().executor_drive_url();
+        assert_eq!(
+            url("http://async-executor.spin.internal/").ok().as_deref(),
+            Some("http://async-executor.spin.internal/internal/executor/drive")
+        );
+        assert_eq!(url("https://exec.example").ok().as_deref(), Some("https://exec.example/internal/executor/drive"));
+        assert!(url("exec.example").is_err());
+        assert!(url("ftp://exec.example").is_err());
+    }
+
+    #[test]
+    fn an_empty_callback_secret_fails_closed() {
+        assert!(Ctx::with_settings(&[("callback_secret", "")]).config().callback_secret().is_err());
+        assert_eq!(Ctx::with_settings(&[("callback_secret", "k")]).config().callback_secret().ok().as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn no_default_relay_is_none() {
+        let none = Ctx::with_settings(&[("callback_default_url", "  ")]);
+        assert_eq!(none.config().callback_default_url().ok(), Some(None));
+    }
+
+    #[test]
+    fn a_callback_url_outside_the_allowlist_names_the_field() {
+        let ctx = Ctx::with_settings(&[("callback_allowed_hosts", "relay.example")]);
+        assert_eq!(ctx.config().checked_callback_url(None).ok(), Some(None));
+        let refused = ctx.config().checked_callback_url(Some("https://evil.example/cb")).err();
+        let refused = refused.map(|e| (e.code, e.fields.into_iter().map(|f| f.field).collect::<Vec<_>>()));
+        assert_eq!(refused, Some((ErrorCode::CallbackNotAllowed, vec!["callback_url".to_owned()])));
+    }
+
+    #[test]
+    fn a_setting_is_read_once_per_request() {
+        let ctx = Ctx::with_settings(&[("pending_ttl_seconds", "60")]);
+        assert_eq!(ctx.config().pending_ttl_seconds().ok(), Some(60.0));
+        assert!(ctx.config().read.borrow().contains_key("pending_ttl_seconds"));
+    }
+}

@@ -1,0 +1,216 @@
+//! The gated direct flows of SPEC §7 (`POST /execute-gmail`, `POST /query-vector-db`): one
+//! request that is both the create and the confirm, and that stops at gates where the relay
+//! must say "continue".
+//!
+//! The flow records an ordinary `tool_calls` row and walks it through the same
+//! [`flow`](crate::flow) as the executor, under its own lease. So a cancel through
+//! `DELETE /voice-tools/cancel/:id` races it exactly as it races the executor, and a flow whose
+//! component dies is re-driven by the sweeper like any stranded call. What differs is the
+//! policy between the steps: the relay is asked at each gate and the flow fails closed
+//! (anything but an explicit continue cancels), and the tool runs in this component.
+
+use gatehouse_domain::callback::RelayDecision;
+use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest};
+use gatehouse_domain::{ApiError, SessionId, ToolCallId};
+use gatehouse_http::Component;
+use gatehouse_store::{Created, NewCall, ToolCall, Transition};
+use gatehouse_tool::history::{Execution, Outcome as Ran, ToolIdentity};
+use gatehouse_tool::{Tool, ToolError, ToolFailure};
+use serde_json::{Map, Value};
+
+use crate::flow::{After, Decision, Policy};
+use crate::{Ctx, callbacks, flow};
+
+/// A gate: where the flow stops until the relay says "continue".
+#[derive(Debug, Clone, Copy)]
+pub struct Gate {
+    /// The gate's name in the progress callback (`PREPARING`).
+    pub name: &'static str,
+    /// What the relay may tell the caller meanwhile.
+    pub progress: &'static str,
+}
+
+/// A direct flow, declared by its gates.
+#[derive(Debug, Clone, Copy)]
+pub struct DirectFlow {
+    /// Before the tool does any work. The relay may still cancel; nothing has happened yet.
+    pub before_work: Gate,
+    /// `Some` for a tool that prepares first: the gate at its checkpoint, where the relay
+    /// confirms with the caller, and which tells the relay the checkpoint's own message.
+    /// `None`: the tool goes straight to `execute` after the first gate.
+    pub at_checkpoint: Option<&'static str>,
+}
+
+/// What every direct flow's request carries besides the tool's own parameters.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    pub session_id: String,
+    pub intent_id: Option<String>,
+    pub connection_id: Option<String>,
+    /// Required: a gate with nobody to ask could only ever cancel.
+    pub callback_url: String,
+}
+
+impl DirectFlow {
+    /// Checks the request with the tool itself (`validate`, then `check_references`; nothing is
+    /// written for a request the tool refuses), records the call, walks it through the gates
+    /// and delivers the last callback. The call as the flow left it.
+    pub async fn run<T: Tool>(
+        &self,
+        ctx: &Ctx,
+        tool: &T,
+        component: Component,
+        envelope: &Envelope,
+        parameters: Map<String, Value>,
+    ) -> Result<ToolCall, ApiError> {
+        let session_id = crate::session_id(&envelope.session_id)?;
+        let identity = gatehouse_tool::identity(tool, component);
+        let trace_id = gatehouse_http::trace_id();
+        let parameters = validate(tool, &identity, &session_id, parameters, &trace_id)?;
+        let (call, lease_owner) = record(ctx, tool, &identity, envelope, &session_id, &parameters, &trace_id)?;
+        let mut policy = InProcess { ctx: ctx.clone(), flow: *self, tool, identity, waiting: None };
+        let walked = flow::walk(ctx, call, &lease_owner, &mut policy).await?;
+        After::run_all(ctx.clone(), walked.after).await;
+        Ok(walked.call)
+    }
+}
+
+/// The tool's own checks, with their history row.
+fn validate<T: Tool>(
+    tool: &T,
+    identity: &ToolIdentity,
+    session_id: &SessionId,
+    parameters: Map<String, Value>,
+    trace_id: &str,
+) -> Result<Map<String, Value>, ApiError> {
+    let validation = Execution::begin(identity.clone(), Operation::Validate, None, Some(trace_id));
+    let validated =
+        tool.validate(parameters).and_then(|parameters| match tool.check_references(&parameters, Some(session_id)) {
+            problems if problems.is_empty() => Ok(parameters),
+            problems => Err(problems),
+        });
+    let refused = "Some of the details aren't valid.";
+    let outcome = if validated.is_ok() { Ran::Ok } else { Ran::Rejected };
+    validation.end(outcome, validated.is_err().then_some(refused)).write();
+    validated.map_err(|problems| ApiError::validation_failed(refused, problems))
+}
+
+/// Records the call and takes it straight to EXECUTING under a lease of the flow's own: the
+/// request itself is the caller's confirmation.
+fn record<T: Tool>(
+    ctx: &Ctx,
+    tool: &T,
+    identity: &ToolIdentity,
+    envelope: &Envelope,
+    session_id: &SessionId,
+    parameters: &Map<String, Value>,
+    trace_id: &str,
+) -> Result<(ToolCall, String), ApiError> {
+    let config = ctx.config();
+    let callback_url = config.checked_callback_url(Some(&envelope.callback_url))?;
+    let id = gatehouse_http::new_tool_call_id();
+    let summary = tool.summarize(parameters);
+    let new_call = NewCall {
+        tool_call_id: &id,
+        session_id,
+        connection_id: envelope.connection_id.as_deref(),
+        intent_id: envelope.intent_id.as_deref(),
+        function_name: &identity.tool,
+        component: &identity.component,
+        parameters,
+        summary: &summary,
+        callback_url: callback_url.as_deref(),
+        idempotency_key: None,
+        request_fingerprint: "",
+        trace_id,
+        ttl_seconds: config.pending_ttl_seconds()?,
+    };
+    let db = ctx.db()?;
+    if !matches!(gatehouse_store::insert_call(&db, &new_call)?, Created::New(_)) {
+        return Err(ApiError::internal().with_detail("a new call without an Idempotency-Key was not created"));
+    }
+    let lease_owner = gatehouse_http::new_token();
+    match gatehouse_store::confirm_call(&db, &id, &lease_owner, config.lease_seconds()?, callback_url.as_deref())? {
+        Transition::Applied { after, .. } => Ok((*after, lease_owner)),
+        _ => Err(ApiError::internal().with_detail(format!("{id} could not be confirmed right after its creation"))),
+    }
+}
+
+/// The direct flows' policy: ask the relay at every gate and fail closed; run the tool in
+/// this component and write its history rows as the contract server would.
+struct InProcess<'a, T> {
+    ctx: Ctx,
+    flow: DirectFlow,
+    tool: &'a T,
+    identity: ToolIdentity,
+    /// The operation the relay cancelled at a gate, timed from the gate's start, for its
+    /// history row once the cancel has won.
+    waiting: Option<Execution>,
+}
+
+impl<T: Tool> InProcess<'_, T> {
+    fn execution(&self, operation: Operation, id: Option<&ToolCallId>, trace_id: Option<&str>) -> Execution {
+        Execution::begin(self.identity.clone(), operation, id, trace_id)
+    }
+
+    /// Tells the relay the flow reached `gate`, before `next`, and waits for its answer. Only
+    /// an explicit continue goes on; anything else cancels the call (SPEC §6: fail closed).
+    async fn gate(&mut self, call: &ToolCall, gate: &str, progress: &str, next: Operation, confirm: bool) -> Decision {
+        let waiting = self.execution(next, Some(&call.tool_call_id), call.trace_id.as_deref());
+        let answer = callbacks::gate(&self.ctx, call, gate, progress, confirm).await;
+        let (status, body) = answer.map_or((None, Vec::new()), |a| (Some(a.status), a.body));
+        match RelayDecision::at_gate(status, &body) {
+            RelayDecision::Continue => Decision::Continue,
+            RelayDecision::Cancel { reason } => {
+                self.waiting = Some(waiting);
+                Decision::Cancel { reason: format!("at {gate}: {reason}"), operation: next }
+            }
+        }
+    }
+}
+
+/// The history row of an operation run here, as the contract server would write it; a
+/// failure the tool reports is its definitive answer, as a refusal over the contract is.
+fn ran<R>(execution: Execution, outcome: Result<R, ToolFailure>) -> Result<R, ToolError> {
+    match &outcome {
+        Ok(_) => execution.end(Ran::Ok, None),
+        Err(failure) => execution.end(Ran::Failed, Some(&failure.message)),
+    }
+    .write();
+    outcome.map_err(|failure| ToolError::Refused(ToolRefusal { error: failure.message, fields: Vec::new() }))
+}
+
+impl<T: Tool> Policy for InProcess<'_, T> {
+    async fn before_work(&mut self, call: &ToolCall) -> Decision {
+        let Gate { name, progress } = self.flow.before_work;
+        let next = if self.flow.at_checkpoint.is_some() { Operation::Prepare } else { Operation::Execute };
+        self.gate(call, name, progress, next, false).await
+    }
+
+    async fn at_checkpoint(&mut self, call: &ToolCall, checkpoint: &Checkpoint) -> Decision {
+        match self.flow.at_checkpoint {
+            Some(gate) => self.gate(call, gate, &checkpoint.message, Operation::Execute, true).await,
+            None => Decision::Continue,
+        }
+    }
+
+    async fn prepare(&mut self, request: &ToolRequest) -> Result<Option<Checkpoint>, ToolError> {
+        if self.flow.at_checkpoint.is_none() {
+            return Ok(None);
+        }
+        let execution = self.execution(Operation::Prepare, request.tool_call_id.as_ref(), request.trace_id.as_deref());
+        ran(execution, self.tool.prepare(request).await)
+    }
+
+    async fn execute(&mut self, request: &ToolRequest) -> Result<Executed, ToolError> {
+        let execution = self.execution(Operation::Execute, request.tool_call_id.as_ref(), request.trace_id.as_deref());
+        ran(execution, self.tool.execute(request).await)
+    }
+
+    fn cancelled(&mut self, call: &ToolCall, operation: Operation, reason: &str) {
+        let waiting = self.waiting.take();
+        let execution = waiting
+            .unwrap_or_else(|| self.execution(operation, Some(&call.tool_call_id), call.trace_id.as_deref()));
+        execution.end(Ran::Cancelled, Some(reason)).write();
+    }
+}
