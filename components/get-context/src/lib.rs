@@ -6,25 +6,28 @@
 // costs nothing measurable, and boxing it would clutter every handler.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-/// The stored-context route; every other request came in on `/voice-tools/context/:session`.
-const SESSION_CONTEXT_ROUTE: &str = "/get-session-context";
+fn routes() -> Router<'static> {
+    Router::new().get("/voice-tools/context/:session", Access::Token, session_calls).get(
+        "/get-session-context",
+        Access::Token,
+        stored_context,
+    )
+}
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Get)?;
+/// `GET /voice-tools/context/:session`.
+async fn session_calls(req: Request, params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
-    if gatehouse_http::matched_route(&req) == Some(SESSION_CONTEXT_ROUTE) {
-        return stored_context(&req);
-    }
-    gatehouse_lifecycle::context(&gatehouse_http::path_param(&req, "session")?)
+    gatehouse_lifecycle::context(&params.text("session")?)
 }
 
 /// `GET /get-session-context?session_id=&context_key=`.
-fn stored_context(req: &Request) -> Result<Reply, ApiError> {
-    let session = gatehouse_http::query_param(req, "session_id")?.unwrap_or_default();
-    let key = gatehouse_http::query_param(req, "context_key")?.unwrap_or_default();
+async fn stored_context(req: Request, _params: Params) -> Result<Reply, ApiError> {
+    gatehouse_http::require_no_body(&req)?;
+    let session = gatehouse_http::query_param(&req, "session_id")?.unwrap_or_default();
+    let key = gatehouse_http::query_param(&req, "context_key")?.unwrap_or_default();
     gatehouse_lifecycle::session_context(&session, &key)
 }

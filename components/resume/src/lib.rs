@@ -3,13 +3,16 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Post)?;
-    let id = gatehouse_http::call_id(&req)?;
+fn routes() -> Router<'static> {
+    Router::new().post("/resume-execution/:id", Access::Token, resume)
+}
+
+async fn resume(req: Request, params: Params) -> Result<Reply, ApiError> {
+    let id = params.call_id()?;
     let request = gatehouse_http::read_json(&req)?;
     let db = gatehouse_http::open_db()?;
     gatehouse_lifecycle::resume(db, &id, request, gatehouse_http::prefer_wait(&req)).await

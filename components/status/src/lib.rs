@@ -3,13 +3,16 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Get)?;
+fn routes() -> Router<'static> {
+    Router::new().get("/voice-tools/status/:id", Access::Token, status)
+}
+
+async fn status(req: Request, params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
-    let id = gatehouse_http::call_id(&req)?;
+    let id = params.call_id()?;
     gatehouse_lifecycle::status(&id, gatehouse_http::prefer_wait(&req)).await
 }
