@@ -153,8 +153,9 @@ impl<'a> Router<'a> {
         if on_pattern.peek().is_none() {
             // Spin sent a route this component does not declare: the manifest and the code
             // disagree, a deployment bug the operator must see, not a client mistake.
+            let pattern = pattern.unwrap_or("(no spin-matched-route)");
             return Err(ApiError::internal()
-                .with_detail(format!("the manifest routes {pattern:?} to a component that does not serve it")));
+                .with_detail(format!("the manifest routes {pattern} to a component that does not serve it")));
         }
         let mut allowed: Vec<String> = Vec::new();
         for route in on_pattern {
