@@ -3,16 +3,19 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, CHAINED_ROUTE, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    // Handed over by confirm, resume or the sweeper: by service chaining on one host, or signed
-    // with `contract_secret` from another (see `executor_url`). It carries no bearer token.
-    gatehouse_http::require_method(&req, Method::Post)?;
-    gatehouse_http::require_service_request(&req)?;
+/// Handed over by confirm, resume or the sweeper: by service chaining on one host, or at
+/// `/internal/executor/...` signed with `contract_secret` from another (see `executor_url`).
+/// It carries no bearer token.
+fn routes() -> Router<'static> {
+    Router::new().post(CHAINED_ROUTE, Access::Service, drive).post("/internal/executor/...", Access::Service, drive)
+}
+
+async fn drive(req: Request, _params: Params) -> Result<Reply, ApiError> {
     let request = gatehouse_http::read_json(&req)?;
     Ok(gatehouse_rest::outcome(gatehouse_lifecycle::drive(&Ctx::new(), request).await?))
 }

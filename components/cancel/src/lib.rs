@@ -3,14 +3,17 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Delete)?;
-    let id = gatehouse_http::call_id(&req)?;
+fn routes() -> Router<'static> {
+    Router::new().delete("/voice-tools/cancel/:id", Access::Token, cancel)
+}
+
+async fn cancel(req: Request, params: Params) -> Result<Reply, ApiError> {
+    let id = params.call_id()?;
     let request = gatehouse_http::read_optional_json(&req)?.unwrap_or_default();
     Ok(gatehouse_rest::outcome(gatehouse_lifecycle::cancel(&Ctx::new(), &id, request).await?))
 }

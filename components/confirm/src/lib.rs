@@ -3,14 +3,17 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Post)?;
-    let id = gatehouse_http::call_id(&req)?;
+fn routes() -> Router<'static> {
+    Router::new().post("/voice-tools/confirm/:id", Access::Token, confirm)
+}
+
+async fn confirm(req: Request, params: Params) -> Result<Reply, ApiError> {
+    let id = params.call_id()?;
     let request = gatehouse_http::read_optional_json(&req)?.unwrap_or_default();
     let wait = gatehouse_http::prefer_wait(&req);
     Ok(gatehouse_rest::progress(gatehouse_lifecycle::confirm(&Ctx::new(), &id, request, wait).await?))

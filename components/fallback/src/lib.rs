@@ -9,10 +9,14 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(_req: Request) -> Result<Reply, ApiError> {
+fn routes() -> Router<'static> {
+    Router::new().any("/...", Access::Open, not_found)
+}
+
+async fn not_found(_req: Request, _params: Params) -> Result<Reply, ApiError> {
     Err(ApiError::not_found("Nothing is served at this path. The routes are listed in openapi/gatehouse.yaml."))
 }

@@ -6,27 +6,30 @@
 // costs nothing measurable, and boxing it would clutter every handler.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-/// The stored-context route; every other request came in on `/voice-tools/context/:session`.
-const SESSION_CONTEXT_ROUTE: &str = "/get-session-context";
+fn routes() -> Router<'static> {
+    Router::new().get("/voice-tools/context/:session", Access::Token, session_calls).get(
+        "/get-session-context",
+        Access::Token,
+        stored_context,
+    )
+}
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Get)?;
+/// `GET /voice-tools/context/:session`.
+async fn session_calls(req: Request, params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
-    if gatehouse_http::matched_route(&req) == Some(SESSION_CONTEXT_ROUTE) {
-        return stored_context(&req);
-    }
-    let session = gatehouse_http::path_param(&req, "session")?;
-    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::context(&Ctx::new(), &session)?))
+    let calls = gatehouse_lifecycle::context(&Ctx::new(), &params.text("session")?)?;
+    Ok(gatehouse_rest::ok(&calls))
 }
 
 /// `GET /get-session-context?session_id=&context_key=`.
-fn stored_context(req: &Request) -> Result<Reply, ApiError> {
-    let session = gatehouse_http::query_param(req, "session_id")?.unwrap_or_default();
-    let key = gatehouse_http::query_param(req, "context_key")?.unwrap_or_default();
+async fn stored_context(req: Request, _params: Params) -> Result<Reply, ApiError> {
+    gatehouse_http::require_no_body(&req)?;
+    let session = gatehouse_http::query_param(&req, "session_id")?.unwrap_or_default();
+    let key = gatehouse_http::query_param(&req, "context_key")?.unwrap_or_default();
     Ok(gatehouse_rest::ok(&gatehouse_lifecycle::session_context(&Ctx::new(), &session, &key)?))
 }

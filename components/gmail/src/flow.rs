@@ -8,7 +8,7 @@
 
 use gatehouse_domain::Status;
 use gatehouse_gmail::GmailTool;
-use gatehouse_http::{ApiError, Component, Method, Reply, Request};
+use gatehouse_http::{ApiError, Component, Reply, Request};
 use gatehouse_lifecycle::{Ctx, DirectFlow, Envelope, Gate};
 use gatehouse_store::ToolCall;
 use serde::Deserialize;
@@ -40,7 +40,6 @@ struct DirectRequest {
 }
 
 pub async fn execute_gmail(component: Component, req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Post)?;
     let request: DirectRequest = gatehouse_http::read_json(&req)?;
     let envelope = Envelope {
         session_id: request.session_id,

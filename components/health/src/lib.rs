@@ -4,13 +4,16 @@
 // costs nothing measurable, and boxing it would clutter every handler.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use serde_json::json;
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::require_method(&req, Method::Get)?;
+fn routes() -> Router<'static> {
+    Router::new().get("/health", Access::Open, health)
+}
+
+async fn health(req: Request, _params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
     match check_database() {
         Ok(()) => Ok(gatehouse_http::json_response(200, &json!({"status": "ok", "database": "ok"})).into()),

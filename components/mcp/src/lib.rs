@@ -1,9 +1,15 @@
 //! `POST /mcp` (and its 405s for GET and DELETE): the lifecycle as MCP tools.
 
-use gatehouse_http::{IncomingRequest, ResponseOutparam};
+// ApiError is a few pointers wide; it only travels the failure path.
+#![allow(clippy::result_large_err)]
 
-#[spin_sdk::http_component]
-async fn entry(req: IncomingRequest, out: ResponseOutparam) {
+use gatehouse_http::{Access, Router};
+
+gatehouse_http::component!(routes);
+
+/// Every method reaches `gatehouse_mcp::handle`, which checks the token, then the `Origin`,
+/// then answers 405 to anything but POST: the transport's order, not the router's.
+fn routes() -> Router<'static> {
     let component = gatehouse_http::this_component!();
-    gatehouse_http::serve(component, req, out, |req| gatehouse_mcp::handle(component, req)).await
+    Router::new().any("/mcp", Access::Open, move |req, _params| gatehouse_mcp::handle(component, req))
 }

@@ -3,13 +3,16 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Post)?;
+fn routes() -> Router<'static> {
+    Router::new().post("/voice-tools/pending", Access::Token, create)
+}
+
+async fn create(req: Request, _params: Params) -> Result<Reply, ApiError> {
     let request = gatehouse_http::read_json(&req)?;
     let idempotency_key = gatehouse_http::header(&req, "idempotency-key");
     let trace_id = gatehouse_http::trace_id();

@@ -3,15 +3,18 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Get)?;
+fn routes() -> Router<'static> {
+    Router::new().get("/voice-tools/status/:id", Access::Token, status)
+}
+
+async fn status(req: Request, params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
-    let id = gatehouse_http::call_id(&req)?;
+    let id = params.call_id()?;
     let wait = gatehouse_http::prefer_wait(&req);
     Ok(gatehouse_rest::outcome(gatehouse_lifecycle::status(&Ctx::new(), &id, wait).await?))
 }

@@ -3,20 +3,19 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request};
+use gatehouse_http::{Access, ApiError, CHAINED_ROUTE, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    // The host timer reaches the private route by service chaining; every other request came
-    // in on the public route (with any path it matches, `/voice-tools/sweep/` too) and needs
-    // the token. Deciding on the path instead would let a trailing slash skip the check.
-    if gatehouse_http::matched_route(&req) == Some(gatehouse_http::CHAINED_ROUTE) {
-        gatehouse_http::require_method(&req, Method::Post)?;
-    } else {
-        gatehouse_http::admit(&req, Method::Post)?;
-    }
+/// The host timer reaches the private route by service chaining, which only components of
+/// this application can do; everyone else comes in on the public route, which needs the token
+/// whatever path matched it (`/voice-tools/sweep/` too: the router decides on the route).
+fn routes() -> Router<'static> {
+    Router::new().post(CHAINED_ROUTE, Access::Open, sweep).post("/voice-tools/sweep", Access::Token, sweep)
+}
+
+async fn sweep(req: Request, _params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
     Ok(gatehouse_rest::outcome(gatehouse_lifecycle::sweep(&Ctx::new()).await?))
 }

@@ -6,30 +6,38 @@
 // ApiError is a few pointers wide; it only travels the failure path.
 #![allow(clippy::result_large_err)]
 
-use gatehouse_http::{ApiError, Method, Reply, Request, query_param};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, query_param};
 use gatehouse_lifecycle::{Ctx, ExecutionsQuery};
 
-gatehouse_http::component!(handle);
+gatehouse_http::component!(routes);
 
-async fn handle(req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Get)?;
+fn routes() -> Router<'static> {
+    Router::new()
+        .get("/voice-tools/tools", Access::Token, list)
+        .get("/voice-tools/tools/:name/executions", Access::Token, executions)
+        .get("/voice-tools/tools/:name/stats", Access::Token, stats)
+}
+
+async fn list(req: Request, _params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
-    // Dispatched on the route pattern, so a trailing slash cannot change which route answers.
-    let route = gatehouse_http::matched_route(&req).unwrap_or_default();
-    let ctx = Ctx::new();
-    if route.ends_with("/executions") {
-        let name = gatehouse_http::path_param(&req, "name")?;
-        let query = ExecutionsQuery {
-            limit: query_param(&req, "limit")?,
-            outcome: query_param(&req, "outcome")?,
-            since: query_param(&req, "since")?,
-            cursor: query_param(&req, "cursor")?,
-        };
-        Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_executions(&ctx, &name, &query)?))
-    } else if route.ends_with("/stats") {
-        let name = gatehouse_http::path_param(&req, "name")?;
-        Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_stats(&ctx, &name, query_param(&req, "window")?.as_deref())?))
-    } else {
-        Ok(gatehouse_rest::ok(&gatehouse_lifecycle::list_tools(&ctx).await?))
-    }
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::list_tools(&Ctx::new()).await?))
+}
+
+async fn executions(req: Request, params: Params) -> Result<Reply, ApiError> {
+    gatehouse_http::require_no_body(&req)?;
+    let name = params.text("name")?;
+    let query = ExecutionsQuery {
+        limit: query_param(&req, "limit")?,
+        outcome: query_param(&req, "outcome")?,
+        since: query_param(&req, "since")?,
+        cursor: query_param(&req, "cursor")?,
+    };
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_executions(&Ctx::new(), &name, &query)?))
+}
+
+async fn stats(req: Request, params: Params) -> Result<Reply, ApiError> {
+    gatehouse_http::require_no_body(&req)?;
+    let name = params.text("name")?;
+    let window = query_param(&req, "window")?;
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_stats(&Ctx::new(), &name, window.as_deref())?))
 }

@@ -8,7 +8,7 @@
 //! 4. COMPLETED: the completion callback, with `context_available` and `context_key`.
 
 use gatehouse_domain::Status;
-use gatehouse_http::{ApiError, Component, Method, Reply, Request};
+use gatehouse_http::{ApiError, Component, Reply, Request};
 use gatehouse_lifecycle::{Ctx, DirectFlow, Envelope, Gate};
 use gatehouse_store::ToolCall;
 use gatehouse_vector_search::VectorQuery;
@@ -36,7 +36,6 @@ struct DirectRequest {
 }
 
 pub async fn query_vector_db(component: Component, req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::admit(&req, Method::Post)?;
     let request: DirectRequest = gatehouse_http::read_json(&req)?;
     let envelope = Envelope {
         session_id: request.session_id,

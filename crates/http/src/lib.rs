@@ -1,18 +1,23 @@
 //! The HTTP plumbing every Gatehouse component shares, so that a component is only
 //! "parse, call the store, respond".
 //!
-//! A component looks like this:
+//! A component declares its routes, and each handler only does its route's work:
 //!
 //! ```ignore
-//! use gatehouse_http::{ApiError, Reply, Request};
+//! use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 //!
-//! gatehouse_http::component!(handle);
+//! gatehouse_http::component!(routes);
 //!
-//! async fn handle(req: Request) -> Result<Reply, ApiError> {
-//!     gatehouse_http::require_method(&req, gatehouse_http::Method::Get)?;
-//!     gatehouse_http::require_bearer(&req)?;
+//! /// As `spin.toml` routes them; the router answers 405 for other methods and 401 without the token.
+//! fn routes() -> Router<'static> {
+//!     Router::new().get("/voice-tools/status/:id", Access::Token, status)
+//! }
+//!
+//! async fn status(req: Request, params: Params) -> Result<Reply, ApiError> {
+//!     gatehouse_http::require_no_body(&req)?;
+//!     let id = params.call_id()?;
 //!     // ...
-//!     Ok(gatehouse_http::json_response(200, &serde_json::json!({"ok": true})).into())
+//!     Ok(gatehouse_http::json_response(200, &serde_json::json!({"id": id.as_str()})).into())
 //! }
 //! ```
 
@@ -27,6 +32,7 @@ mod outbound;
 mod random;
 mod response;
 mod route;
+mod router;
 mod serve;
 mod trace;
 
@@ -38,23 +44,21 @@ pub use db::open_db;
 pub use outbound::{Answer, SendFailure, send, sleep, within};
 pub use random::{new_token, new_tool_call_id, random_bytes};
 pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
-pub use route::{
-    CHAINED_ROUTE, admit, call_id, header, matched_route, parse_call_id, path_param, prefer_wait, query_param,
-    require_method,
-};
+pub use route::{CHAINED_ROUTE, admit, header, matched_route, parse_call_id, prefer_wait, query_param, require_method};
+pub use router::{Access, Params, Router};
 pub use serve::{AfterResponse, Reply, log_error, reply_or_error, serve, serve_with_body_limit};
 pub use trace::{Component, log_event, log_line, trace_id, traceparent};
 
 pub use gatehouse_domain::{ApiError, ErrorCode};
 
-/// Declares the component's Spin entry point: every request goes through [`serve`] to `handler`,
-/// an `async fn(Request) -> Result<Reply, ApiError>`.
+/// Declares the component's Spin entry point: every request goes through [`serve`] to the
+/// [`Router`] that `routes`, a `fn() -> Router<'static>`, declares.
 #[macro_export]
 macro_rules! component {
-    ($handler:path) => {
+    ($routes:path) => {
         #[::spin_sdk::http_component]
         async fn entry(req: $crate::IncomingRequest, out: $crate::ResponseOutparam) {
-            $crate::serve($crate::this_component!(), req, out, $handler).await
+            $crate::serve($crate::this_component!(), req, out, |req| $routes().dispatch(req)).await
         }
     };
 }

@@ -9,11 +9,6 @@ pub fn admit(req: &Request, method: Method) -> Result<(), ApiError> {
     crate::require_bearer(req)
 }
 
-/// The `:id` of the route as a tool call id.
-pub fn call_id(req: &Request) -> Result<ToolCallId, ApiError> {
-    parse_call_id(&path_param(req, "id")?)
-}
-
 /// A tool call id the client gave. A malformed one cannot name a call: a 404, like an unknown one.
 pub fn parse_call_id(raw: &str) -> Result<ToolCallId, ApiError> {
     ToolCallId::parse(raw).map_err(|_| ApiError::not_found("No tool call has that id."))
@@ -24,18 +19,15 @@ pub fn prefer_wait(req: &Request) -> Option<Duration> {
     header(req, "prefer").and_then(gatehouse_domain::wait_preference)
 }
 
-/// The value of a `:name` segment of the route, percent-decoded as UTF-8.
+/// The value of a `:name` segment of the route, percent-decoded as UTF-8: `raw` as Spin
+/// passed it, in the `spin-path-match-<name>` header (see [`crate::Params`]).
 ///
-/// Spin passes the segment as it was on the wire, in the `spin-path-match-<name>` header, so
-/// a session called `call 42` arrives as `call%2042`. A `+` in a path is a plus (only a query
-/// string uses it for a space). A malformed escape is a 400, never a lookup of the raw text.
-pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
-    let header = format!("spin-path-match-{name}");
-    let raw = req
-        .header(&header)
-        .and_then(|value| value.as_str())
-        // Only a manifest whose route lacks `:name` gets here: a deployment bug, not bad input.
-        .ok_or_else(|| ApiError::internal().with_detail(format!("route has no :{name} segment")))?;
+/// Spin passes the segment as it was on the wire, so a session called `call 42` arrives as
+/// `call%2042`. A `+` in a path is a plus (only a query string uses it for a space). A
+/// malformed escape is a 400, never a lookup of the raw text.
+pub(crate) fn decode_path_param(name: &str, raw: Option<&str>) -> Result<String, ApiError> {
+    // Only a handler asking for a segment its route lacks gets here: a bug, not bad input.
+    let raw = raw.ok_or_else(|| ApiError::internal().with_detail(format!("route has no :{name} segment")))?;
     percent_decode(raw, Plus::Literal).map_err(|problem| {
         ApiError::invalid_input(format!("The :{name} part of the path is not valid percent-encoding."))
             .with_field(name, problem)
@@ -44,9 +36,9 @@ pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
 
 /// The route pattern the request matched, as written in the manifest
 /// (`/voice-tools/tools/:name/stats`), from Spin's `spin-matched-route` header; `/...` for a
-/// request that came by service chaining. A component serving several routes dispatches on
-/// this, not on the path: `/get-session-context/` (a trailing slash) matches the route
-/// `/get-session-context` but is not that path.
+/// request that came by service chaining. [`crate::Router`] dispatches on this, not on the
+/// path: `/get-session-context/` (a trailing slash) matches the route `/get-session-context`
+/// but is not that path.
 pub fn matched_route(req: &Request) -> Option<&str> {
     header(req, "spin-matched-route")
 }
@@ -128,17 +120,13 @@ mod tests {
     use super::*;
 
     fn request(method: Method) -> Request {
-        Request::builder()
-            .method(method)
-            .uri("/voice-tools/context/sess_1")
-            .header("spin-path-match-session", "sess_1")
-            .build()
+        Request::builder().method(method).uri("/voice-tools/context/sess_1").build()
     }
 
     #[test]
-    fn reads_path_parameters_from_spin_headers() {
-        assert_eq!(path_param(&request(Method::Get), "session").ok().as_deref(), Some("sess_1"));
-        let missing = path_param(&request(Method::Get), "id");
+    fn a_missing_path_parameter_is_our_bug() {
+        assert_eq!(decode_path_param("session", Some("sess_1")).ok().as_deref(), Some("sess_1"));
+        let missing = decode_path_param("id", None);
         assert_eq!(missing.err().map(|e| e.code), Some(ErrorCode::Internal));
     }
 
@@ -156,14 +144,6 @@ mod tests {
         assert_eq!(percent_decode("%e2%82%ac", Plus::Space), Ok("€".to_owned()));
     }
 
-    fn with_segment(raw: &str) -> Request {
-        Request::builder()
-            .method(Method::Get)
-            .uri(format!("/voice-tools/context/{raw}"))
-            .header("spin-path-match-session", raw)
-            .build()
-    }
-
     #[test]
     fn decodes_path_parameters() {
         for (raw, decoded) in [
@@ -175,14 +155,14 @@ mod tests {
             ("plus%2Bsign", "plus+sign"),
             ("send%5femail", "send_email"),
         ] {
-            assert_eq!(path_param(&with_segment(raw), "session").ok().as_deref(), Some(decoded), "{raw}");
+            assert_eq!(decode_path_param("session", Some(raw)).ok().as_deref(), Some(decoded), "{raw}");
         }
     }
 
     #[test]
     fn malformed_escapes_in_a_path_are_refused() {
         for raw in ["%zz", "abc%4", "%", "%ff", "%C3", "a%%20"] {
-            let error = path_param(&with_segment(raw), "session").err();
+            let error = decode_path_param("session", Some(raw)).err();
             assert_eq!(error.as_ref().map(|e| e.code), Some(ErrorCode::InvalidInput), "{raw}");
         }
     }

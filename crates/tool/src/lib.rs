@@ -15,4 +15,4 @@ mod server;
 
 pub use client::{ToolClient, ToolError};
 pub use registry::{RegistryEntry, ToolRegistry, ToolTarget};
-pub use server::{Tool, ToolFailure, describe_as, identity, serve_tool, serve_tool_with_route};
+pub use server::{Tool, ToolFailure, contract_routes, describe_as, identity, serve_tool};

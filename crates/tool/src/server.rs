@@ -2,7 +2,7 @@ use gatehouse_domain::contract::{
     Checkpoint, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
 };
 use gatehouse_domain::{ApiError, FieldProblem, SessionId};
-use gatehouse_http::{Component, IncomingRequest, Reply, Request, ResponseOutparam};
+use gatehouse_http::{Access, Component, IncomingRequest, Params, Reply, Request, ResponseOutparam, Router};
 use serde_json::{Map, Value};
 
 use crate::history::{Execution, Outcome, ToolIdentity};
@@ -42,8 +42,9 @@ pub trait Tool {
     async fn discard(&self, request: &ToolRequest) -> Result<(), ToolFailure>;
 }
 
-/// Declares a tool component's Spin entry point: the contract for `$tool`, and optionally a
-/// public route of its own (a gated direct flow) served by `$handler`.
+/// Declares a tool component's Spin entry point: the contract for `$tool` (see
+/// [`contract_routes`]), and optionally a public route of its own (a gated direct flow, `POST`
+/// behind the bearer token) served by `$handler`, which is told the component it runs in.
 #[macro_export]
 macro_rules! tool_component {
     ($tool:expr) => {
@@ -52,41 +53,40 @@ macro_rules! tool_component {
             $crate::serve_tool(::gatehouse_http::this_component!(), req, out, &$tool).await
         }
     };
-    ($tool:expr, $path:literal => $handler:path) => {
+    ($tool:expr, $route:literal => $handler:path) => {
         #[::spin_sdk::http_component]
         async fn entry(req: ::gatehouse_http::IncomingRequest, out: ::gatehouse_http::ResponseOutparam) {
             let component = ::gatehouse_http::this_component!();
-            $crate::serve_tool_with_route(component, req, out, &$tool, $path, $handler).await
+            let tool = $tool;
+            ::gatehouse_http::serve(component, req, out, |req| {
+                $crate::contract_routes(component, &tool)
+                    .post($route, ::gatehouse_http::Access::Token, move |req, _params| $handler(component, req))
+                    .dispatch(req)
+            })
+            .await
         }
     };
 }
 
-/// Serves a tool component that also has a public route of its own (a gated direct flow):
-/// requests for `public_path` go to `handler`, which is told the component it runs in,
-/// everything else to the contract.
-pub async fn serve_tool_with_route<T, F, Fut>(
-    component: Component,
-    req: IncomingRequest,
-    out: ResponseOutparam,
-    tool: &T,
-    public_path: &str,
-    handler: F,
-) where
-    T: Tool,
-    F: FnOnce(Component, Request) -> Fut,
-    Fut: std::future::Future<Output = Result<Reply, ApiError>>,
-{
-    if req.path_with_query().is_some_and(|path| path.split('?').next() == Some(public_path)) {
-        gatehouse_http::serve(component, req, out, |req| handler(component, req)).await
-    } else {
-        serve_tool(component, req, out, tool).await
-    }
+/// Serves the contract of `tool` (see [`contract_routes`]), and nothing else.
+pub async fn serve_tool<T: Tool>(component: Component, req: IncomingRequest, out: ResponseOutparam, tool: &T) {
+    gatehouse_http::serve(component, req, out, |req| contract_routes(component, tool).dispatch(req)).await
 }
 
-/// Serves the contract at `/tool/<operation>` (any other path is a 404), then records the
-/// operation in `tool_executions`.
-pub async fn serve_tool<T: Tool>(component: Component, req: IncomingRequest, out: ResponseOutparam, tool: &T) {
-    gatehouse_http::serve(component, req, out, |req| handle(req, component, tool)).await
+/// The contract's routes: `/tool/<operation>` under the chained route `/...` (a component of
+/// this host) and under `/internal/tools/<component>/...` (the manifest's route for a tool
+/// host, see the README). Either way the caller must be this application (chained, or signed
+/// with `contract_secret`); then the operation is answered and recorded in `tool_executions`.
+///
+/// Every method reaches the handler: `describe` answers any of them, the other operations
+/// only POST, and an unknown operation is a 404 whatever the method.
+pub fn contract_routes<'a, T: Tool>(component: Component, tool: &'a T) -> Router<'a> {
+    let contract = move |req, params| handle(req, params, component, tool);
+    Router::new().any(gatehouse_http::CHAINED_ROUTE, Access::Service, contract).any(
+        format!("/internal/tools/{}/...", component.name),
+        Access::Service,
+        contract,
+    )
 }
 
 /// The tool as this component describes it, with the component's own version.
@@ -103,16 +103,10 @@ pub fn identity<T: Tool>(tool: &T, component: Component) -> ToolIdentity {
     }
 }
 
-async fn handle<T: Tool>(req: Request, component: Component, tool: &T) -> Result<Reply, ApiError> {
-    // Chained from this application, or signed by one holding `contract_secret`: a tool host's
-    // public contract route answers nobody else.
-    gatehouse_http::require_service_request(&req)?;
-    let path = req.path().to_owned();
-    let op = path
-        .rsplit('/')
-        .next()
-        .and_then(Operation::parse)
-        .filter(|_| path.contains("/tool/"))
+async fn handle<T: Tool>(req: Request, params: Params, component: Component, tool: &T) -> Result<Reply, ApiError> {
+    let op = Operation::ALL
+        .into_iter()
+        .find(|op| op.path() == params.rest())
         .ok_or_else(|| ApiError::not_found("This tool has no such operation."))?;
     if op == Operation::Describe {
         return Ok(gatehouse_http::json_response(200, &describe_as(tool, component)).into());
