@@ -1,8 +1,5 @@
 //! Private: runs a confirmed call up to its checkpoint, or to the end for tools that need none.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, CHAINED_ROUTE, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 

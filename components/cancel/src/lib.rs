@@ -1,8 +1,5 @@
 //! DELETE /voice-tools/cancel/:id: cancel a call that has not started its side effect.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 

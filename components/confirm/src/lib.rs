@@ -1,8 +1,5 @@
 //! POST /voice-tools/confirm/:id: PENDING to EXECUTING; answers 202 at once, then hands the call to the executor.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 

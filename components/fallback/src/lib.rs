@@ -6,9 +6,6 @@
 //! is on a path the application does not serve with any method (an unknown path, or a known
 //! route with an empty `:id`): 404 is the whole truth here.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 
 gatehouse_http::component!(routes);

@@ -2,10 +2,6 @@
 //! relay gives the agent so it knows what is in flight; and `GET /get-session-context`, what a
 //! tool stored for the session.
 
-// ApiError is a few pointers wide; it only travels the failure path, where its size
-// costs nothing measurable, and boxing it would clutter every handler.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 

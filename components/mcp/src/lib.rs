@@ -1,8 +1,5 @@
 //! `POST /mcp` (and its 405s for GET and DELETE): the lifecycle as MCP tools.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, Router};
 
 gatehouse_http::component!(routes);

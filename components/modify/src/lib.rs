@@ -1,8 +1,5 @@
 //! PATCH /voice-tools/modify/:id: change the parameters of a PENDING call with a JSON merge patch.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 

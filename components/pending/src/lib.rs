@@ -1,8 +1,5 @@
 //! POST /voice-tools/pending: record a PENDING tool call and return what the agent should say.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 

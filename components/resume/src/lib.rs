@@ -1,8 +1,5 @@
 //! POST /resume-execution/:id: proceed or cancel at the checkpoint.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 

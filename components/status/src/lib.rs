@@ -1,8 +1,5 @@
 //! GET /voice-tools/status/:id: one call in full; a bounded long-poll under Prefer: wait=N.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 

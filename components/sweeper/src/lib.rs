@@ -1,8 +1,5 @@
 //! Expires stale calls and re-drives stranded executions: privately for the host timer, and at POST /voice-tools/sweep.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, CHAINED_ROUTE, Params, Reply, Request, Router};
 use gatehouse_lifecycle::Ctx;
 

@@ -3,9 +3,6 @@
 //! - `GET /voice-tools/tools/:name/executions?limit=&outcome=&since=&cursor=`: newest first;
 //! - `GET /voice-tools/tools/:name/stats?window=`.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, query_param};
 use gatehouse_lifecycle::{Ctx, ExecutionsQuery};
 

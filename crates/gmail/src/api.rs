@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use gatehouse_http::{Answer, Method};
+use gatehouse_http::{Method, OutboundResponse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -197,12 +197,12 @@ async fn wait(backoff: &mut Duration, retry_after: Option<Duration>, attempt: u3
 }
 
 /// `Retry-After` in seconds (Google sends seconds, not a date).
-fn retry_after(answer: &Answer) -> Option<Duration> {
+fn retry_after(answer: &OutboundResponse) -> Option<Duration> {
     answer.header("retry-after").and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_secs)
 }
 
 /// The message of Google's error shape `{"error": {"code", "message", "status"}}`.
-fn google_message(answer: &Answer) -> String {
+fn google_message(answer: &OutboundResponse) -> String {
     serde_json::from_slice::<Value>(&answer.body)
         .ok()
         .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_owned))

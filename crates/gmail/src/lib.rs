@@ -8,9 +8,6 @@
 //! and a send whose outcome is unknown is settled by asking Gmail (the draft's existence and
 //! a search of the Sent folder) before anything is sent again.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 mod address;
 mod api;
 mod config;

@@ -21,10 +21,6 @@
 //! }
 //! ```
 
-// ApiError is a few pointers wide; it only travels the failure path, where its size
-// costs nothing measurable, and boxing it would clutter every handler.
-#![allow(clippy::result_large_err)]
-
 mod auth;
 mod body;
 mod db;
@@ -41,7 +37,7 @@ pub use body::{
     BodyError, MAX_BODY_BYTES, from_json_value, parse_body, read_json, read_optional_json, require_no_body,
 };
 pub use db::open_db;
-pub use outbound::{Answer, SendFailure, send, sleep, within};
+pub use outbound::{OutboundResponse, SendFailure, send, sleep, within};
 pub use random::{new_token, new_tool_call_id, random_bytes};
 pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
 pub use route::{CHAINED_ROUTE, admit, header, matched_route, parse_call_id, prefer_wait, query_param, require_method};

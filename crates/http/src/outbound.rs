@@ -12,13 +12,13 @@ use wasi::clocks::monotonic_clock;
 
 /// What came back from an outbound request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub struct OutboundResponse {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
-impl Answer {
+impl OutboundResponse {
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
     }
@@ -46,7 +46,7 @@ pub async fn send(
     headers: &[(&str, &str)],
     body: Vec<u8>,
     timeout: Duration,
-) -> Result<Answer, SendFailure> {
+) -> Result<OutboundResponse, SendFailure> {
     // The body's length is known, so say it: without it the request goes out chunked, and
     // simple webhook receivers (Python's http.server, some serverless front doors) read only
     // Content-Length, see an empty body, and every signature check fails for them.
@@ -68,7 +68,7 @@ pub async fn send(
             .headers()
             .map(|(name, value)| (name.to_owned(), value.as_str().unwrap_or_default().to_owned()))
             .collect();
-        Ok(Answer { status: *response.status(), headers, body: response.into_body() })
+        Ok(OutboundResponse { status: *response.status(), headers, body: response.into_body() })
     };
     within(timeout, exchange).await.unwrap_or(Err(SendFailure::TimedOut(timeout)))
 }

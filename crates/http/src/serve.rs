@@ -14,6 +14,8 @@ use crate::trace::{self, Component, log_event, log_line};
 pub type AfterResponse = Pin<Box<dyn Future<Output = ()>>>;
 
 /// A handler's answer, and optionally the work that continues once the client has it.
+/// (A [`Response`] is Spin's, what a handler builds; a `Reply` is one with the work after it;
+/// an [`OutboundResponse`](crate::OutboundResponse) is what an outbound request got back.)
 ///
 /// Spin lets a component send its response and keep running (SPEC §4); confirm relies on it
 /// to answer 202 before the executor starts, and cancel to call back the relay afterwards.

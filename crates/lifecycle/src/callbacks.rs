@@ -5,7 +5,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gatehouse_domain::callback::{self, CallbackKind, CheckpointCallback, CompletionCallback, ProgressCallback};
 use gatehouse_domain::{ApiError, Status};
-use gatehouse_http::{Answer, Method};
+use gatehouse_http::{Method, OutboundResponse};
 use gatehouse_store::{CallbackAttempt, ToolCall};
 use serde::Serialize;
 
@@ -45,7 +45,7 @@ pub(crate) async fn checkpoint(ctx: &Ctx, call: &ToolCall, message: String) {
 
 /// A progress report; one attempt, since the work does not wait on it. Returns the relay's
 /// answer, if any, so the caller can honour a cancel.
-pub(crate) async fn progress(ctx: &Ctx, call: &ToolCall, progress: &str, gate: &str) -> Option<Answer> {
+pub(crate) async fn progress(ctx: &Ctx, call: &ToolCall, progress: &str, gate: &str) -> Option<OutboundResponse> {
     let payload = progress_payload(call, progress, gate, false);
     deliver(ctx, call, CallbackKind::Progress, &payload, 1, Patience::Callback).await
 }
@@ -58,7 +58,7 @@ pub(crate) async fn gate(
     gate: &str,
     progress: &str,
     requires_confirmation: bool,
-) -> Option<Answer> {
+) -> Option<OutboundResponse> {
     let payload = progress_payload(call, progress, gate, requires_confirmation);
     deliver(ctx, call, CallbackKind::Progress, &payload, 1, Patience::Gate).await
 }
@@ -101,7 +101,7 @@ pub(crate) async fn deliver(
     payload: &impl Serialize,
     attempts: u32,
     patience: Patience,
-) -> Option<Answer> {
+) -> Option<OutboundResponse> {
     match try_deliver(ctx, call, kind, payload, attempts, patience).await {
         Ok(answer) => answer,
         Err(error) => {
@@ -126,7 +126,7 @@ async fn try_deliver(
     payload: &impl Serialize,
     attempts: u32,
     patience: Patience,
-) -> Result<Option<Answer>, ApiError> {
+) -> Result<Option<OutboundResponse>, ApiError> {
     let Some(url) = call.callback_url.clone().or(ctx.config().callback_default_url()?) else {
         return Ok(None);
     };
@@ -199,9 +199,7 @@ fn record(
         duration_ms,
     };
     // Given back at once (the connection rule): delivery can take seconds of backoff.
-    let recorded = ctx
-        .db()
-        .and_then(|db| gatehouse_store::record_callback_attempt(&db, &row).map_err(ApiError::from));
+    let recorded = ctx.db().and_then(|db| gatehouse_store::record_callback_attempt(&db, &row).map_err(ApiError::from));
     ctx.release();
     if let Err(e) = recorded {
         gatehouse_http::log_line("warn", &format!("recording a callback attempt: {}", e.detail.unwrap_or(e.message)));

@@ -92,7 +92,8 @@ async fn start(
     message: &str,
 ) -> Result<Outcome<Progress>, ApiError> {
     let id = &drive.tool_call_id.clone();
-    let running = Progress::Running(Brief { tool_call_id: id.clone(), status: Status::Executing, message: message.to_owned() });
+    let running =
+        Progress::Running(Brief { tool_call_id: id.clone(), status: Status::Executing, message: message.to_owned() });
     let work = hand_to_executor(ctx.clone(), drive, trace_id, lease_seconds);
     let Some(wait) = wait else {
         return Ok(Outcome::new(running).then(work));

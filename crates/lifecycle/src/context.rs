@@ -214,7 +214,10 @@ mod tests {
     #[test]
     fn an_empty_callback_secret_fails_closed() {
         assert!(Ctx::with_settings(&[("callback_secret", "")]).config().callback_secret().is_err());
-        assert_eq!(Ctx::with_settings(&[("callback_secret", "k")]).config().callback_secret().ok().as_deref(), Some("k"));
+        assert_eq!(
+            Ctx::with_settings(&[("callback_secret", "k")]).config().callback_secret().ok().as_deref(),
+            Some("k")
+        );
     }
 
     #[test]

@@ -58,7 +58,8 @@ pub async fn create(
     })?;
     let callback_url = config.checked_callback_url(request.callback_url.as_deref())?;
 
-    let validated = config.tool(&entry.name, &entry.component)?
+    let validated = config
+        .tool(&entry.name, &entry.component)?
         .validate(&ToolRequest {
             tool_call_id: None,
             session_id: Some(session_id.clone()),

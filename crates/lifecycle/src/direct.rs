@@ -209,8 +209,8 @@ impl<T: Tool> Policy for InProcess<'_, T> {
 
     fn cancelled(&mut self, call: &ToolCall, operation: Operation, reason: &str) {
         let waiting = self.waiting.take();
-        let execution = waiting
-            .unwrap_or_else(|| self.execution(operation, Some(&call.tool_call_id), call.trace_id.as_deref()));
+        let execution =
+            waiting.unwrap_or_else(|| self.execution(operation, Some(&call.tool_call_id), call.trace_id.as_deref()));
         execution.end(Ran::Cancelled, Some(reason)).write();
     }
 }

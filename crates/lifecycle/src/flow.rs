@@ -20,7 +20,10 @@ use crate::cancel::{cancelled_message, discard};
 pub(crate) enum Decision {
     Continue,
     /// Cancel the call; `operation` is the one that will not run (for the tool's history).
-    Cancel { reason: String, operation: Operation },
+    Cancel {
+        reason: String,
+        operation: Operation,
+    },
     /// Stop here and leave the call PREPARED: the relay resumes it later (the executor).
     Pause,
 }

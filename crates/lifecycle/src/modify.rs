@@ -57,7 +57,9 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
     let Value::Object(patched) = patched else {
         return Err(ApiError::internal().with_detail("a merge patch of an object gave a non-object"));
     };
-    let validated = ctx.config().tool(&call.function_name, &call.component)?
+    let validated = ctx
+        .config()
+        .tool(&call.function_name, &call.component)?
         .validate(&ToolRequest { parameters: patched, attempt: 1, ..tool_request(&call) })
         .await
         .map_err(|e| tool_error(e, &call.function_name))?;

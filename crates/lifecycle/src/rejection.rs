@@ -148,6 +148,9 @@ mod tests {
         };
         assert!(!Action::Confirm.allowed_from(&current));
         let error = Action::Confirm.refusal(&current);
-        assert_eq!((error.code, error.message.as_str()), (ErrorCode::InvalidState, "Cannot confirm non-pending tool call"));
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (ErrorCode::InvalidState, "Cannot confirm non-pending tool call")
+        );
     }
 }

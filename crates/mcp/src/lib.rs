@@ -5,9 +5,6 @@
 //! The tools call the same lifecycle functions as the REST routes ([`tools`]), behind the
 //! same bearer token.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 mod jsonrpc;
 mod protocol;
 mod tools;

@@ -5,10 +5,6 @@
 //! statement sent through `query` answers exactly one row, because Spin 4.0.x hangs on a
 //! result with none (see `rows.rs`).
 
-// ApiError is a few pointers wide; it only travels the failure path, where its size
-// costs nothing measurable, and boxing it would clutter every handler.
-#![allow(clippy::result_large_err)]
-
 mod calls;
 mod context;
 mod credentials;

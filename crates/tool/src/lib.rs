@@ -5,9 +5,6 @@
 //! writes one `tool_executions` row per operation after it has answered, so the history never
 //! slows or fails the call it records; [`history`] is the one place such a row is made.
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 mod client;
 pub mod history;
 mod registry;

@@ -4,9 +4,6 @@
 //! The `vector-query` component serves this through the tool contract and through its gated
 //! direct flow; both run the same two steps, [`search`] then [`remember`].
 
-// ApiError is a few pointers wide; it only travels the failure path.
-#![allow(clippy::result_large_err)]
-
 mod date;
 mod embed;
 mod query;

@@ -1,10 +1,10 @@
 //! `query_vector_db` as a tool: what the executor (over the tool contract) and the direct flow
 //! (in the component) both run.
 
+use crate as search;
 use gatehouse_domain::FieldProblem;
 use gatehouse_domain::contract::{Checkpoint, Executed, ToolDescription, ToolRequest};
 use gatehouse_tool::{Tool, ToolFailure};
-use crate as search;
 use serde_json::{Map, Value};
 
 const DESCRIPTION: &str = "Searches the team's documents (sales reports, pipeline notes, shipping incidents, \
