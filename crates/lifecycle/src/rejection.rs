@@ -99,19 +99,9 @@ mod tests {
         serde_json::from_value(call).expect("a call")
     }
 
-    const EVERY_STATUS: [Status; 7] = [
-        Status::Pending,
-        Status::Executing,
-        Status::Prepared,
-        Status::Completed,
-        Status::Failed,
-        Status::Cancelled,
-        Status::Expired,
-    ];
-
     #[test]
     fn each_action_needs_its_state() {
-        for status in EVERY_STATUS {
+        for status in Status::ALL {
             let c = call(status, false);
             assert_eq!(check(Action::Modify, &c).is_none(), status == Status::Pending, "modify from {status}");
             assert_eq!(check(Action::Confirm, &c).is_none(), status == Status::Pending, "confirm from {status}");
