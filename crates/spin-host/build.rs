@@ -16,8 +16,6 @@ fn main() -> Result<()> {
     let host_wit = workspace.join("wit/host.wit");
     println!("cargo:rerun-if-changed={}", host_wit.display());
     println!("cargo:rerun-if-changed={}", workspace.join("Cargo.lock").display());
-    // `embed_migrations!` reads this folder; a new migration file must rebuild the runner.
-    println!("cargo:rerun-if-changed={}", workspace.join("migrations").display());
 
     let sdk_wit = spin_sdk_wit_dir(&workspace)?;
     let mut resolve = Resolve::default();

@@ -1,3 +1,5 @@
+//! The Gatehouse benchmark, and the relay that takes the application's callbacks.
+//!
 //! `gatehouse bench`: latency percentiles and throughput of the application's routes, over
 //! real HTTP on loopback against a real database.
 //!
@@ -7,7 +9,17 @@
 //! The lifecycle scenarios (`create`, `modify`, `cancel`, `status`, `flow`) need a tool: run
 //! them on tests/fixtures/lifecycle.toml, the application plus the test-only fixture tool.
 //! The `query` scenario runs the vector-search tool over the documents already ingested.
+//!
+//! The program that runs it (the `gatehouse` CLI) parses [`BenchArgs`] and hands [`run`] a
+//! [`Harness`]: how to start the application in-process, and the project's dev token, callback
+//! secret and home folder. This crate may depend on `gatehouse-spin-host` (only for its
+//! PostgreSQL connect), `gatehouse-embedded-pg` (to find pgbench) and `gatehouse-domain`, the
+//! HTTP client and server crates and PostgreSQL; never on the CLI.
+#![warn(unreachable_pub)]
+
 use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,15 +28,42 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use hdrhistogram::Histogram;
 
-use super::up::{self, UpArgs};
+use gatehouse_spin_host::pg_connect;
 
 mod lifecycle;
 mod query;
+mod relay;
+
+pub use relay::{Callback, Relay};
+
+/// What the benchmark needs from the program that runs it.
+pub trait Harness {
+    /// An application [`Harness::start`] started.
+    type Running: Running;
+    /// The API token of the application `start` starts, and the one used with `--url` when no
+    /// `--token` is given.
+    fn dev_token(&self) -> &str;
+    /// The key the application signs its callbacks with, which the lifecycle scenarios' relay
+    /// verifies.
+    fn callback_secret(&self) -> &str;
+    /// The project's folder, where pgbench is looked for (as the embedded PostgreSQL is).
+    fn project_home(&self) -> Result<PathBuf>;
+    /// Starts the application in-process, as `up` does, with no background sweeps.
+    fn start(&self) -> impl Future<Output = Result<Self::Running>>;
+}
+
+/// An application started for the benchmark.
+pub trait Running {
+    /// Where it listens.
+    fn address(&self) -> SocketAddr;
+    /// Its database.
+    fn database_url(&self) -> &str;
+    /// Stops it, letting running guests finish.
+    fn stop(self) -> impl Future<Output = Result<()>>;
+}
 
 #[derive(Args)]
 pub struct BenchArgs {
-    #[command(flatten)]
-    pub app: super::AppArgs,
     /// Measure an application that is already running instead of starting one (its database
     /// is DATABASE_URL, which the lifecycle scenarios and the pgbench floor need).
     #[arg(long)]
@@ -189,39 +228,27 @@ const WARMUP: Duration = Duration::from_millis(300);
 
 /// The statements the routes send, so the database floor is measured on exactly them.
 const HEALTH_SQL: &str = "SELECT 1";
-const CONTEXT_SQL: &str = include_str!("../../../store/src/sql/session_context_view.sql");
+const CONTEXT_SQL: &str = include_str!("../../store/src/sql/session_context_view.sql");
 
-pub async fn run(args: BenchArgs) -> Result<()> {
+pub async fn run(args: BenchArgs, harness: &impl Harness) -> Result<()> {
     let scenarios = args.scenarios.iter().map(|name| Scenario::parse(name)).collect::<Result<Vec<_>>>()?;
     if args.concurrency.is_empty() || args.concurrency.contains(&0) {
         bail!("--concurrency must be at least 1");
     }
     match args.url.clone() {
         Some(url) => {
-            let token = args.token.clone().unwrap_or_else(|| up::DEV_TOKEN.to_owned());
+            let token = args.token.clone().unwrap_or_else(|| harness.dev_token().to_owned());
             let database_url = std::env::var("DATABASE_URL").ok();
-            bench(&args, &scenarios, &url, &token, database_url.as_deref()).await
+            bench(&args, harness, &scenarios, &url, &token, database_url.as_deref()).await
         }
         None => {
-            let up_args = UpArgs {
-                app: args.app.clone(),
-                listen: "127.0.0.1:0".parse()?,
-                variables: vec![format!("api_token={}", up::DEV_TOKEN)],
-                max_body_bytes: 1 << 20,
-                pg_pool_size: 32,
-                // No background sweeps: the measured latencies are the routes' own.
-                sweep_interval: std::time::Duration::ZERO,
-                sweep_component: "sweeper".into(),
-                model_dir: None,
-                guest_limits: up::GuestLimits::default(),
-                component_ids: Vec::new(),
-                refuse_zero_row_queries: false,
-            };
-            let running = up::start(&up_args).await?;
-            let url = format!("http://{}", running.address);
+            let running = harness.start().await?;
+            let url = format!("http://{}", running.address());
             let seeded = seed_context(running.database_url()).await;
             let measured = match seeded {
-                Ok(()) => bench(&args, &scenarios, &url, up::DEV_TOKEN, Some(running.database_url())).await,
+                Ok(()) => {
+                    bench(&args, harness, &scenarios, &url, harness.dev_token(), Some(running.database_url())).await
+                }
                 Err(e) => Err(e),
             };
             let stopped = running.stop().await;
@@ -233,6 +260,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
 /// Measures the scenarios, then the database floor, then compares them.
 async fn bench(
     args: &BenchArgs,
+    harness: &impl Harness,
     scenarios: &[Scenario],
     base: &str,
     token: &str,
@@ -241,7 +269,9 @@ async fn bench(
     let client = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
     let lifecycle = match (scenarios.iter().any(|s| s.is_lifecycle()), database_url) {
         (false, _) => None,
-        (true, Some(database_url)) => Some(lifecycle::Lifecycle::prepare(database_url, &client, base, token).await?),
+        (true, Some(database_url)) => {
+            Some(lifecycle::Lifecycle::prepare(database_url, &client, base, token, harness.callback_secret()).await?)
+        }
         (true, None) => bail!("the lifecycle scenarios set up calls in the database: set DATABASE_URL with --url"),
     };
     let queries = match (scenarios.contains(&Scenario::Query), database_url) {
@@ -249,9 +279,18 @@ async fn bench(
         (true, Some(database_url)) => Some(query::Queries::prepare(database_url, &client, base, token).await?),
         (true, None) => bail!("the query scenario reads and cleans up the database: set DATABASE_URL with --url"),
     };
-    let outcome =
-        measure_and_compare(args, scenarios, &client, base, token, database_url, lifecycle.as_ref(), queries.as_ref())
-            .await;
+    let outcome = measure_and_compare(
+        args,
+        harness,
+        scenarios,
+        &client,
+        base,
+        token,
+        database_url,
+        lifecycle.as_ref(),
+        queries.as_ref(),
+    )
+    .await;
     let cleaned = match &lifecycle {
         Some(lifecycle) => lifecycle.cleanup().await,
         None => Ok(()),
@@ -266,6 +305,7 @@ async fn bench(
 #[allow(clippy::too_many_arguments)] // the run's settings, its targets and each scenario family's set-up
 async fn measure_and_compare(
     args: &BenchArgs,
+    harness: &impl Harness,
     scenarios: &[Scenario],
     client: &reqwest::Client,
     base: &str,
@@ -280,7 +320,7 @@ async fn measure_and_compare(
     };
     let measured = measure_all(args, scenarios, client, base, token, lifecycle, queries).await?;
     let floors = match database_url {
-        Some(database_url) => database_floor(args, scenarios, database_url, lifecycle).await?,
+        Some(database_url) => database_floor(args, harness, scenarios, database_url, lifecycle).await?,
         None => Vec::new(),
     };
     compare(args, scenarios, &measured, &floors, commits.as_ref());
@@ -544,7 +584,7 @@ fn context_sql(session: &str) -> String {
 /// calls listed), so the scenarios differ only in how many calls the session holds.
 async fn seed_context(database_url: &str) -> Result<()> {
     let (client, _driver) =
-        crate::pg_connect::connect(database_url).await.context("connecting to seed the benchmark sessions")?;
+        pg_connect::connect(database_url).await.context("connecting to seed the benchmark sessions")?;
     let sessions = [
         (BENCH_SESSION, "a", SMALL_SESSION_OPEN_CALLS, SMALL_SESSION_SETTLED_CALLS),
         (BENCH_LARGE_SESSION, "b", LARGE_SESSION_OPEN_CALLS, LARGE_SESSION_SETTLED_CALLS),
@@ -581,11 +621,12 @@ struct Floor {
 /// how much of a route's latency is the database and how much is Gatehouse.
 async fn database_floor(
     args: &BenchArgs,
+    harness: &impl Harness,
     scenarios: &[Scenario],
     database_url: &str,
     lifecycle: Option<&lifecycle::Lifecycle>,
 ) -> Result<Vec<Floor>> {
-    let home = crate::db::project_home(&args.app.project_root()?);
+    let home = harness.project_home()?;
     let pgbench = match gatehouse_embedded_pg::PgInstall::locate(&home) {
         Ok(install) => install.bin("pgbench"),
         Err(_) => {
@@ -649,7 +690,7 @@ fn print_floor(statement: Statement, concurrency: usize, (tps, avg_ms): (f64, f6
 
 /// The server's durability settings, which a write floor depends on.
 async fn durability(database_url: &str) -> Result<String> {
-    let (client, _driver) = crate::pg_connect::connect(database_url).await?;
+    let (client, _driver) = pg_connect::connect(database_url).await?;
     let mut settings = Vec::new();
     for name in ["fsync", "synchronous_commit"] {
         let value: String = client.query_one(&format!("SHOW {name}"), &[]).await?.get(0);
