@@ -5,22 +5,22 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use gatehouse_embedded_pg::{EmbeddedPostgres, PgInstall};
 
-use crate::pg_connect::PgTarget;
+use gatehouse_spin_host::pg_connect::PgTarget;
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");
 }
 
 /// A database to serve from; an embedded server stops when this is dropped or `stop`ped.
-pub struct Database {
-    pub url: String,
+pub(crate) struct Database {
+    pub(crate) url: String,
     embedded: Option<EmbeddedPostgres>,
 }
 
 impl Database {
     /// Uses `DATABASE_URL` (or `SPIN_VARIABLE_DB_URL`, as under `spin up`) when set; otherwise
     /// starts the embedded server.
-    pub async fn open(project_root: &Path, state_dir: &Path) -> Result<Database> {
+    pub(crate) async fn open(project_root: &Path, state_dir: &Path) -> Result<Database> {
         let configured = std::env::var("DATABASE_URL")
             .ok()
             .or_else(|| std::env::var("SPIN_VARIABLE_DB_URL").ok())
@@ -38,17 +38,17 @@ impl Database {
         Ok(Database { url: server.url(), embedded: Some(server) })
     }
 
-    pub fn is_embedded(&self) -> bool {
+    pub(crate) fn is_embedded(&self) -> bool {
         self.embedded.is_some()
     }
 
     /// `host:port` of the server, which the manifest's `allowed_outbound_hosts` must admit.
-    pub fn host_port(&self) -> Result<String> {
+    pub(crate) fn host_port(&self) -> Result<String> {
         let target = PgTarget::parse(&self.url).context("DATABASE_URL")?;
         target.host_port().context("DATABASE_URL must name a TCP host (components connect over TCP)")
     }
 
-    pub fn stop(mut self) -> Result<()> {
+    pub(crate) fn stop(mut self) -> Result<()> {
         if let Some(server) = self.embedded.take() {
             server.stop()?;
         }
@@ -60,14 +60,14 @@ impl Database {
 /// manifest's folder) or the nearest folder above it that has one, so a manifest kept in a
 /// subfolder (tests/fixtures/lifecycle.toml) uses the project's PostgreSQL and state. Falls
 /// back to `dir` itself.
-pub fn project_home(dir: &Path) -> PathBuf {
+pub(crate) fn project_home(dir: &Path) -> PathBuf {
     dir.ancestors()
         .find(|folder| folder.join(".gatehouse/venv").is_dir())
         .map_or_else(|| dir.to_path_buf(), Path::to_path_buf)
 }
 
 /// Starts the embedded server and leaves it running after this process exits.
-pub fn start_detached(project_root: &Path, state_dir: &Path) -> Result<String> {
+pub(crate) fn start_detached(project_root: &Path, state_dir: &Path) -> Result<String> {
     let install = PgInstall::locate(&project_home(project_root))?;
     let server = EmbeddedPostgres::start(&install, &state_dir.join("pgdata"))?;
     let url = server.url();
@@ -76,7 +76,7 @@ pub fn start_detached(project_root: &Path, state_dir: &Path) -> Result<String> {
 }
 
 /// Stops the embedded server of this state folder, if one is running.
-pub fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()> {
+pub(crate) fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()> {
     let data = state_dir.join("pgdata");
     if !data.join("postmaster.pid").exists() {
         return Ok(());
@@ -91,9 +91,9 @@ const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
 
 /// Applies every migration not yet applied, each in its own transaction. Several runners may
 /// start at once against one database: an advisory lock lets one migrate while the others wait.
-pub async fn migrate(url: &str) -> Result<Vec<String>> {
+pub(crate) async fn migrate(url: &str) -> Result<Vec<String>> {
     let (mut client, driver) =
-        crate::pg_connect::connect(url).await.context("connecting to the database to migrate")?;
+        gatehouse_spin_host::pg_connect::connect(url).await.context("connecting to the database to migrate")?;
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
     let report =
         embedded::migrations::runner().set_grouped(false).run_async(&mut client).await.context("applying migrations");

@@ -1,7 +1,20 @@
+//! `gatehouse`: the Gatehouse CLI. It builds the components, migrates the database, serves the
+//! application (`up`, on the Spin host of `gatehouse-spin-host`, with the periodic sweep, the
+//! database and the dev-mode defaults added), loads documents, replays the demo conversation and
+//! runs the benchmark of `gatehouse-bench`.
+//!
+//! It may depend on the runner side's crates (`gatehouse-spin-host`, `gatehouse-bench`,
+//! `gatehouse-embedded-pg`, `gatehouse-fake-gmail`, `gatehouse-embeddings`) and anything else;
+//! nothing depends on it.
+mod cli;
+mod db;
+mod sweep;
+
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let cli = gatehouse_runner::cli::Cli::parse();
+    let cli = cli::Cli::parse();
+    gatehouse_spin_host::log::debug_from_env("GATEHOUSE_LOG");
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -16,10 +16,11 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-use crate::app::App;
+use gatehouse_spin_host::App;
+use gatehouse_spin_host::log;
 
 /// A running sweep loop; `stop` it before draining the application's guests.
-pub struct Sweeper {
+pub(crate) struct Sweeper {
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
@@ -28,16 +29,16 @@ impl Sweeper {
     /// Starts sweeping `component` every `interval`, the first sweep one interval from now.
     /// Returns None when the interval is zero (sweeping disabled) or the application has no
     /// such component, since an application without a sweeper has nothing to sweep.
-    pub fn start(app: Arc<App>, component: &str, interval: Duration) -> Option<Sweeper> {
+    pub(crate) fn start(app: Arc<App>, component: &str, interval: Duration) -> Option<Sweeper> {
         if interval.is_zero() {
-            crate::log::debug("periodic sweep disabled", json!({"component": component}));
+            log::debug("periodic sweep disabled", json!({"component": component}));
             return None;
         }
         if !app.component_ids().any(|id| id == component) {
-            crate::log::debug("no sweep component, so no periodic sweep", json!({"component": component}));
+            log::debug("no sweep component, so no periodic sweep", json!({"component": component}));
             return None;
         }
-        crate::log::info(
+        log::info(
             "periodic sweep",
             json!({"component": component, "interval_seconds": interval.as_secs_f64(), "path": SWEEP_PATH}),
         );
@@ -49,10 +50,10 @@ impl Sweeper {
     /// Ends the loop and waits for it, so no sweep starts a guest after this returns. A sweep
     /// in flight is not waited for here: its guest is one of the application's and is drained
     /// with the others, within the shutdown grace period.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(());
         if let Err(e) = self.task.await {
-            crate::log::error("sweep task failed", json!({"error": e.to_string()}));
+            log::error("sweep task failed", json!({"error": e.to_string()}));
         }
     }
 }
@@ -82,17 +83,14 @@ async fn sweep_once(app: &App, component: &str) {
     let request = match sweep_request(component) {
         Ok(request) => request,
         Err(e) => {
-            crate::log::warn(
-                "sweep request could not be built",
-                json!({"component": component, "error": e.to_string()}),
-            );
+            log::warn("sweep request could not be built", json!({"component": component, "error": e.to_string()}));
             return;
         }
     };
     let response = match app.dispatch_chained(component, request).await {
         Ok(response) => response,
         Err(e) => {
-            crate::log::warn("sweep failed", json!({"component": component, "error": e.to_string()}));
+            log::warn("sweep failed", json!({"component": component, "error": e.to_string()}));
             return;
         }
     };
@@ -101,17 +99,17 @@ async fn sweep_once(app: &App, component: &str) {
     let read = response.into_body().collect().await.map(drop);
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     if !status.is_success() {
-        crate::log::warn(
+        log::warn(
             "sweep answered with an error status",
             json!({"component": component, "status": status.as_u16(), "duration_ms": duration_ms}),
         );
     } else if let Err(e) = read {
-        crate::log::warn(
+        log::warn(
             "sweep response body could not be read",
             json!({"component": component, "status": status.as_u16(), "error": e.to_string()}),
         );
     }
-    crate::log::debug("sweep", json!({"component": component, "status": status.as_u16(), "duration_ms": duration_ms}));
+    log::debug("sweep", json!({"component": component, "status": status.as_u16(), "duration_ms": duration_ms}));
 }
 
 fn sweep_request(component: &str) -> Result<Request<wasmtime_wasi_http::WasiBody>, http::Error> {

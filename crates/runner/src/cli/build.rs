@@ -2,9 +2,9 @@
 use anyhow::{Context, Result, bail};
 
 use super::AppArgs;
-use crate::manifest::Manifest;
+use gatehouse_spin_host::manifest::Manifest;
 
-pub async fn run(args: &AppArgs) -> Result<()> {
+pub(super) async fn run(args: &AppArgs) -> Result<()> {
     let manifest_path = args.manifest_path()?;
     let manifest = Manifest::load(&manifest_path)?;
     let root = args.project_root()?;

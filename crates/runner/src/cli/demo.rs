@@ -10,22 +10,22 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::{DEV_CALLBACK_SECRET, DEV_TOKEN};
-use crate::relay::Relay;
+use gatehouse_bench::Relay;
 
 #[derive(Args)]
-pub struct DemoArgs {
+pub(super) struct DemoArgs {
     /// The running application.
     #[arg(long, default_value = "http://127.0.0.1:3000", env = "GATEHOUSE_URL")]
-    pub url: String,
+    pub(crate) url: String,
     /// Its API token.
     #[arg(long, env = "SPIN_VARIABLE_API_TOKEN", default_value = DEV_TOKEN)]
-    pub token: String,
+    pub(crate) token: String,
     /// The key its callbacks are signed with; the demo's relay refuses anything else.
     #[arg(long, env = "SPIN_VARIABLE_CALLBACK_SECRET", default_value = DEV_CALLBACK_SECRET)]
-    pub callback_secret: String,
+    pub(crate) callback_secret: String,
     /// Play the conversation this many times and print the latency percentiles, quietly.
     #[arg(long, default_value_t = 1)]
-    pub rounds: usize,
+    pub(crate) rounds: usize,
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -43,7 +43,7 @@ impl Timings {
     }
 }
 
-pub async fn run(args: DemoArgs) -> Result<()> {
+pub(super) async fn run(args: DemoArgs) -> Result<()> {
     let demo = Demo::new(&args).await?;
     if args.rounds <= 1 {
         let timings = demo.conversation(true).await?;

@@ -7,15 +7,15 @@ use std::path::Path;
 use anyhow::Result;
 use gatehouse_fake_gmail::{FakeGmail, FakeGmailConfig};
 
-use crate::manifest::Manifest;
-use crate::variables::VariableSources;
+use gatehouse_spin_host::manifest::Manifest;
+use gatehouse_spin_host::variables::VariableSources;
 
 /// The variable whose presence marks an application with the Gmail tool, and whose value
 /// marks real credentials.
 const CREDENTIAL: &str = "gmail_refresh_token";
 
 /// Starts the local server if it is needed; keep the handle alive while serving.
-pub async fn start_if_unconfigured(
+pub(super) async fn start_if_unconfigured(
     manifest_path: &Path,
     variables: &mut VariableSources,
     mail_dir: &Path,

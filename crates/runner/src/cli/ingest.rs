@@ -24,19 +24,19 @@ use super::AppArgs;
 use crate::db::{Database, migrate, project_home};
 
 #[derive(Args)]
-pub struct IngestArgs {
+pub(super) struct IngestArgs {
     #[command(flatten)]
-    pub app: AppArgs,
+    pub(crate) app: AppArgs,
     /// JSON Lines, one document a line: `{"id"?, "content", "metadata"?, "doc_date"?}`
     /// (`doc_date` as YYYY-MM-DD; without `id`, one is derived from the content).
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Documents embedded and written per database statement.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u16).range(1..=5000))]
-    pub batch: u16,
+    pub(crate) batch: u16,
     /// Folder holding the all-minilm-l6-v2 model files (default: `.spin/ai-models/all-minilm-l6-v2`
     /// beside the manifest, else at the project root).
     #[arg(long, value_name = "DIR", env = "GATEHOUSE_MODEL_DIR")]
-    pub model_dir: Option<PathBuf>,
+    pub(crate) model_dir: Option<PathBuf>,
 }
 
 /// What an ingest did, for the closing line.
@@ -60,7 +60,7 @@ impl Summary {
     }
 }
 
-pub async fn run(args: IngestArgs) -> Result<()> {
+pub(super) async fn run(args: IngestArgs) -> Result<()> {
     let manifest_dir = args.app.project_root()?;
     let home = project_home(&manifest_dir);
     // The slow and fallible steps that need no database come first, so a missing model or file
@@ -96,7 +96,7 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
     for migration in migrate(url).await? {
         eprintln!("applied migration {migration}");
     }
-    let (client, driver) = crate::pg_connect::connect(url).await.context("connecting to the database")?;
+    let (client, driver) = gatehouse_spin_host::pg_connect::connect(url).await.context("connecting to the database")?;
     let store = DocumentStore::new(client).await?;
 
     let started = Instant::now();

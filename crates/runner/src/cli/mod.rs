@@ -6,7 +6,7 @@ mod dev_gmail;
 mod ingest;
 mod up;
 
-pub use up::{DEV_CALLBACK_SECRET, DEV_TOKEN};
+pub(crate) use up::{DEV_CALLBACK_SECRET, DEV_TOKEN};
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "gatehouse", version, about = "Runs and operates the Gatehouse Spin application")]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -35,7 +35,7 @@ enum Command {
     /// against a running application, with a built-in relay, printing each step.
     Demo(demo::DemoArgs),
     /// Measure latency and throughput of the running application's routes.
-    Bench(bench::BenchArgs),
+    Bench(bench::BenchCommand),
     /// Start or stop the embedded PostgreSQL on its own, for tests and tools.
     #[command(subcommand)]
     Db(DbCommand),
@@ -51,26 +51,26 @@ enum DbCommand {
 
 /// Where the application is.
 #[derive(Args, Clone)]
-pub struct AppArgs {
+pub(crate) struct AppArgs {
     /// The Spin manifest.
     #[arg(long, short = 'f', default_value = "spin.toml", env = "GATEHOUSE_MANIFEST")]
-    pub manifest: PathBuf,
+    pub(crate) manifest: PathBuf,
     /// Folder for the embedded database and compiled components (default: `.gatehouse/` of
     /// the project, found at or above the manifest's folder).
     #[arg(long, env = "GATEHOUSE_STATE_DIR")]
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
 }
 
 impl AppArgs {
-    pub fn manifest_path(&self) -> Result<PathBuf> {
+    pub(crate) fn manifest_path(&self) -> Result<PathBuf> {
         std::path::absolute(&self.manifest).context("resolving the manifest path")
     }
 
-    pub fn project_root(&self) -> Result<PathBuf> {
+    pub(crate) fn project_root(&self) -> Result<PathBuf> {
         Ok(self.manifest_path()?.parent().map(Path::to_path_buf).unwrap_or_default())
     }
 
-    pub fn state_dir(&self) -> Result<PathBuf> {
+    pub(crate) fn state_dir(&self) -> Result<PathBuf> {
         match &self.state_dir {
             Some(dir) => std::path::absolute(dir).context("resolving the state folder"),
             None => Ok(crate::db::project_home(&self.project_root()?).join(".gatehouse")),
@@ -79,7 +79,7 @@ impl AppArgs {
 }
 
 impl Cli {
-    pub async fn run(self) -> Result<()> {
+    pub(crate) async fn run(self) -> Result<()> {
         match self.command {
             Command::Build(args) => build::run(&args).await,
             Command::Migrate(args) => {

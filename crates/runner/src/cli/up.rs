@@ -7,33 +7,33 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::AppArgs;
-use crate::app::{App, AppConfig};
-use crate::db::{Database, migrate};
-use crate::host::ZeroRows;
+use gatehouse_spin_host::variables::VariableSources;
+use gatehouse_spin_host::{App, AppConfig, ZeroRows, log};
+
+use crate::db::{Database, migrate, project_home};
 use crate::sweep::Sweeper;
-use crate::variables::VariableSources;
 
 /// The token `up` uses when none is configured, so a newcomer can try the API at once.
-pub const DEV_TOKEN: &str = "dev-token";
+pub(crate) const DEV_TOKEN: &str = "dev-token";
 /// The callback signing key `up` uses when none is configured; a local relay verifies with it.
-pub const DEV_CALLBACK_SECRET: &str = "dev-callback-secret";
+pub(crate) const DEV_CALLBACK_SECRET: &str = "dev-callback-secret";
 
 #[derive(Args)]
-pub struct UpArgs {
+pub(super) struct UpArgs {
     #[command(flatten)]
-    pub app: AppArgs,
+    pub(crate) app: AppArgs,
     /// Address to listen on; port 0 picks a free port (the ready line tells which).
     #[arg(long, default_value = "127.0.0.1:3000", env = "GATEHOUSE_LISTEN")]
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// Set an application variable, as `spin up --variable` does. Repeatable.
     #[arg(long = "variable", value_name = "NAME=VALUE")]
-    pub variables: Vec<String>,
+    pub(crate) variables: Vec<String>,
     /// Largest request body accepted, in bytes; larger ones get 413.
     #[arg(long, default_value_t = 1 << 20)]
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Database connections per address in the runner's pool.
     #[arg(long, default_value_t = 32)]
-    pub pg_pool_size: usize,
+    pub(crate) pg_pool_size: usize,
     /// Seconds between the host's `POST /sweep` requests to the sweep component (Spin has no
     /// timer trigger, so the runner plays scheduler); 0 disables them.
     #[arg(
@@ -43,32 +43,32 @@ pub struct UpArgs {
         value_parser = parse_seconds,
         env = "GATEHOUSE_SWEEP_INTERVAL"
     )]
-    pub sweep_interval: Duration,
+    pub(crate) sweep_interval: Duration,
     /// The component that gets the periodic `POST /sweep`; if the application has none, no
     /// sweeps are sent.
     #[arg(long, value_name = "ID", default_value = "sweeper", env = "GATEHOUSE_SWEEP_COMPONENT")]
-    pub sweep_component: String,
+    pub(crate) sweep_component: String,
     /// Folder holding the all-minilm-l6-v2 model files (default: `.spin/ai-models/all-minilm-l6-v2`
     /// beside the manifest, else at the project root).
     #[arg(long, value_name = "DIR", env = "GATEHOUSE_MODEL_DIR")]
-    pub model_dir: Option<PathBuf>,
+    pub(crate) model_dir: Option<PathBuf>,
     #[command(flatten)]
-    pub guest_limits: GuestLimits,
+    pub(crate) guest_limits: GuestLimits,
     /// Serve only this component (repeatable), as `spin up --component-id` does; the default is
     /// every component. A selected component that reaches an unselected one by service chaining
     /// stops start-up, naming both.
     #[arg(long = "component-id", value_name = "ID")]
-    pub component_ids: Vec<String>,
+    pub(crate) component_ids: Vec<String>,
     /// Answer a component's query that returns no rows with an error naming the statement, as a
     /// check: Spin 4.0.x's PostgreSQL host never returns from such a query (spin issue 3671).
     /// The test suite runs with it.
     #[arg(long, env = "GATEHOUSE_REFUSE_ZERO_ROW_QUERIES")]
-    pub refuse_zero_row_queries: bool,
+    pub(crate) refuse_zero_row_queries: bool,
 }
 
 /// How long a guest may run, and how many may be alive at once.
 #[derive(Args, Clone, Debug)]
-pub struct GuestLimits {
+pub(super) struct GuestLimits {
     /// Seconds a request's guest may live, from the request's arrival to the end of any work
     /// it goes on with after answering; fractions allowed (`0.5`). A guest still running then
     /// is stopped: a request not yet answered gets 503 `deadline_exceeded`.
@@ -79,18 +79,18 @@ pub struct GuestLimits {
         value_parser = parse_request_timeout,
         env = "GATEHOUSE_REQUEST_TIMEOUT"
     )]
-    pub request_timeout: Duration,
+    pub(crate) request_timeout: Duration,
     /// Component instances alive at once, across all components (requests in flight plus work
     /// after a response); a request waits, within its deadline, for a free one. A request that
     /// calls another component holds one instance for each.
     #[arg(
         long,
         value_name = "N",
-        default_value_t = crate::engine::DEFAULT_MAX_INSTANCES,
+        default_value_t = gatehouse_spin_host::DEFAULT_MAX_INSTANCES,
         value_parser = clap::value_parser!(u32).range(1..=MAX_INSTANCES_ACCEPTED),
         env = "GATEHOUSE_MAX_INSTANCES"
     )]
-    pub max_instances: u32,
+    pub(crate) max_instances: u32,
 }
 
 /// The default deadline of a guest, a little above the longest request the application makes
@@ -121,7 +121,7 @@ impl Default for GuestLimits {
     fn default() -> GuestLimits {
         GuestLimits {
             request_timeout: Duration::from_secs(DEFAULT_REQUEST_TIMEOUT_SECONDS),
-            max_instances: crate::engine::DEFAULT_MAX_INSTANCES,
+            max_instances: gatehouse_spin_host::DEFAULT_MAX_INSTANCES,
         }
     }
 }
@@ -149,7 +149,7 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("'{text}' is not between 0 and {} seconds", MAX_SWEEP_INTERVAL.as_secs()))
 }
 
-pub async fn run(args: UpArgs) -> Result<()> {
+pub(super) async fn run(args: UpArgs) -> Result<()> {
     let running = start(&args).await?;
     println!("Gatehouse ready on http://{}", running.address);
     shutdown_signal().await;
@@ -160,8 +160,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A serving application and the database under it.
-pub struct Running {
-    pub address: SocketAddr,
+pub(super) struct Running {
+    pub(crate) address: SocketAddr,
     app: std::sync::Arc<App>,
     database: Database,
     sweeper: Option<Sweeper>,
@@ -172,14 +172,14 @@ pub struct Running {
 }
 
 impl Running {
-    pub fn database_url(&self) -> &str {
+    pub(super) fn database_url(&self) -> &str {
         &self.database.url
     }
 
     /// Stops accepting requests and sweeping, lets running guests finish (within a grace
     /// period), then stops the embedded database, so no work is cut off from the database
     /// mid-way.
-    pub async fn stop(self) -> Result<()> {
+    pub(super) async fn stop(self) -> Result<()> {
         let _ = self.stop.send(());
         // Before the drain: a sweep started during it would be a new guest the drain might cut off.
         if let Some(sweeper) = self.sweeper {
@@ -187,7 +187,7 @@ impl Running {
         }
         let served = self.server.await.context("server task")?;
         if !self.app.drain(SHUTDOWN_GRACE).await {
-            crate::log::warn(
+            log::warn(
                 "guests still running at shutdown were stopped",
                 serde_json::json!({"grace_seconds": SHUTDOWN_GRACE.as_secs()}),
             );
@@ -197,7 +197,7 @@ impl Running {
     }
 }
 
-pub async fn start(args: &UpArgs) -> Result<Running> {
+pub(super) async fn start(args: &UpArgs) -> Result<Running> {
     let root = args.app.project_root()?;
     let state_dir = args.app.state_dir()?;
     let database = Database::open(&root, &state_dir).await?;
@@ -205,7 +205,7 @@ pub async fn start(args: &UpArgs) -> Result<Running> {
         Ok((app, listener, dev_gmail)) => {
             let address = listener.local_addr()?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let server = tokio::spawn(crate::server::serve(app.clone(), listener, async {
+            let server = tokio::spawn(gatehouse_spin_host::serve(app.clone(), listener, async {
                 let _ = stopped.await;
             }));
             let sweeper = Sweeper::start(app.clone(), &args.sweep_component, args.sweep_interval);
@@ -225,10 +225,10 @@ async fn listen(
     state_dir: PathBuf,
 ) -> Result<(std::sync::Arc<App>, tokio::net::TcpListener, Option<gatehouse_fake_gmail::FakeGmail>)> {
     if database.is_embedded() {
-        crate::log::info("using the embedded PostgreSQL", serde_json::json!({"data": state_dir.join("pgdata")}));
+        log::info("using the embedded PostgreSQL", serde_json::json!({"data": state_dir.join("pgdata")}));
     }
     for migration in migrate(&database.url).await? {
-        crate::log::info("applied migration", serde_json::json!({"migration": migration}));
+        log::info("applied migration", serde_json::json!({"migration": migration}));
     }
 
     let mut variables = VariableSources::from_process_env();
@@ -248,6 +248,7 @@ async fn listen(
         variables.provided.insert("callback_secret".into(), DEV_CALLBACK_SECRET.into());
     }
     let manifest_path = args.app.manifest_path()?;
+    let project_home = project_home(&args.app.project_root()?);
     let dev_gmail =
         super::dev_gmail::start_if_unconfigured(&manifest_path, &mut variables, &state_dir.join("mail")).await?;
 
@@ -262,10 +263,12 @@ async fn listen(
         max_instances: args.guest_limits.max_instances,
         component_ids: args.component_ids.clone(),
         zero_rows: if args.refuse_zero_row_queries { ZeroRows::Refuse } else { ZeroRows::Allow },
+        project_home,
+        build_command: "gatehouse build".into(),
     })?;
     let mut components: Vec<&str> = app.component_ids().collect();
     components.sort_unstable();
-    crate::log::info("application loaded", serde_json::json!({"application": app.name(), "components": components}));
+    log::info("application loaded", serde_json::json!({"application": app.name(), "components": components}));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -284,7 +287,7 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}
     }
-    crate::log::info("shutting down", serde_json::json!({}));
+    log::info("shutting down", serde_json::json!({}));
 }
 
 #[cfg(test)]

@@ -8,17 +8,17 @@ use sha2::{Digest, Sha256};
 const MAX_ID_CHARS: usize = 200;
 
 #[derive(Debug)]
-pub struct Document {
-    pub id: String,
-    pub content: String,
-    pub metadata: Value,
-    pub doc_date: Option<NaiveDate>,
+pub(super) struct Document {
+    pub(crate) id: String,
+    pub(crate) content: String,
+    pub(crate) metadata: Value,
+    pub(crate) doc_date: Option<NaiveDate>,
     /// Hex SHA-256 of `content`: what the stored embedding was computed from.
-    pub content_hash: String,
+    pub(crate) content_hash: String,
 }
 
 /// The document a line describes, or why the line is skipped.
-pub fn parse(text: &str) -> Result<Document, String> {
+pub(super) fn parse(text: &str) -> Result<Document, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
     let Value::Object(mut fields) = value else {
         return Err("not a JSON object".into());

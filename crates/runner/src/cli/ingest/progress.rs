@@ -9,14 +9,14 @@ use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 /// How often a plain progress line is printed.
 const PLAIN_INTERVAL: Duration = Duration::from_secs(5);
 
-pub enum Progress {
+pub(super) enum Progress {
     Bar(ProgressBar),
     Plain { total: u64, done: u64, started: Instant, last_line: Instant },
 }
 
 impl Progress {
     /// Progress over `total` input lines.
-    pub fn new(total: u64) -> Progress {
+    pub(super) fn new(total: u64) -> Progress {
         if std::io::stderr().is_terminal() {
             let bar = ProgressBar::new(total);
             if let Ok(style) = ProgressStyle::with_template(
@@ -35,7 +35,7 @@ impl Progress {
         }
     }
 
-    pub fn advance(&mut self, lines: u64) {
+    pub(super) fn advance(&mut self, lines: u64) {
         match self {
             Progress::Bar(bar) => bar.inc(lines),
             Progress::Plain { total, done, started, last_line } => {
@@ -49,14 +49,14 @@ impl Progress {
     }
 
     /// A message printed above the bar, or as its own line.
-    pub fn note(&self, message: &str) {
+    pub(super) fn note(&self, message: &str) {
         match self {
             Progress::Bar(bar) => bar.println(message),
             Progress::Plain { .. } => eprintln!("{message}"),
         }
     }
 
-    pub fn finish(self) {
+    pub(super) fn finish(self) {
         if let Progress::Bar(bar) = self {
             bar.finish_and_clear();
         }

@@ -33,27 +33,27 @@ const UPSERT: &str = "
 const EXISTING_HASHES: &str = "SELECT id, content_hash FROM documents WHERE id = ANY($1::text[])";
 
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Written {
-    pub inserted: u64,
-    pub updated: u64,
-    pub unchanged: u64,
+pub(super) struct Written {
+    pub(crate) inserted: u64,
+    pub(crate) updated: u64,
+    pub(crate) unchanged: u64,
 }
 
-pub struct DocumentStore {
+pub(super) struct DocumentStore {
     client: Client,
     upsert: Statement,
     existing_hashes: Statement,
 }
 
 impl DocumentStore {
-    pub async fn new(client: Client) -> Result<DocumentStore> {
+    pub(super) async fn new(client: Client) -> Result<DocumentStore> {
         let upsert = client.prepare(UPSERT).await.context("preparing the document upsert")?;
         let existing_hashes = client.prepare(EXISTING_HASHES).await.context("preparing the hash lookup")?;
         Ok(DocumentStore { client, upsert, existing_hashes })
     }
 
     /// The stored content hash of each of these ids that exists.
-    pub async fn existing_hashes(&self, documents: &[Document]) -> Result<HashMap<String, String>> {
+    pub(super) async fn existing_hashes(&self, documents: &[Document]) -> Result<HashMap<String, String>> {
         let ids: Vec<&str> = documents.iter().map(|d| d.id.as_str()).collect();
         let rows = self.client.query(&self.existing_hashes, &[&ids]).await.context("reading stored hashes")?;
         Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
@@ -61,7 +61,7 @@ impl DocumentStore {
 
     /// Upserts the batch; `embeddings[i]` is `None` where document `i`'s content is stored
     /// already with this very hash. Ids must be unique within the batch.
-    pub async fn write(&self, documents: &[Document], embeddings: &[Option<String>]) -> Result<Written> {
+    pub(super) async fn write(&self, documents: &[Document], embeddings: &[Option<String>]) -> Result<Written> {
         let ids: Vec<&str> = documents.iter().map(|d| d.id.as_str()).collect();
         let contents: Vec<&str> = documents.iter().map(|d| d.content.as_str()).collect();
         let metadata: Vec<&Value> = documents.iter().map(|d| &d.metadata).collect();
@@ -80,7 +80,7 @@ impl DocumentStore {
 
 /// pgvector's text form, `[0.1,-0.2,...]`; Rust prints the shortest text that reads back as
 /// the same `f32`, so nothing is lost.
-pub fn vector_literal(vector: &[f32]) -> String {
+pub(super) fn vector_literal(vector: &[f32]) -> String {
     let mut text = String::with_capacity(vector.len() * 12 + 2);
     text.push('[');
     for (i, x) in vector.iter().enumerate() {

@@ -54,7 +54,7 @@ impl Relay {
         Ok(Relay { url, received, server })
     }
 
-    pub fn received(&self) -> Vec<Callback> {
+    pub(crate) fn received(&self) -> Vec<Callback> {
         self.received.lock().map(|r| r.clone()).unwrap_or_default()
     }
 

@@ -16,7 +16,7 @@ use crate::bindings::fermyon::spin2_0_0::llm::{
 };
 
 /// The local models of one runner process, shared by every component.
-pub struct LocalModels {
+pub(crate) struct LocalModels {
     /// `--model-dir` (or `GATEHOUSE_MODEL_DIR`), which wins over the search.
     explicit_dir: Option<PathBuf>,
     /// Folders whose `.spin/ai-models/` may hold the model, in order.
@@ -25,12 +25,12 @@ pub struct LocalModels {
 }
 
 impl LocalModels {
-    pub fn new(explicit_dir: Option<PathBuf>, search_roots: Vec<PathBuf>) -> LocalModels {
+    pub(crate) fn new(explicit_dir: Option<PathBuf>, search_roots: Vec<PathBuf>) -> LocalModels {
         LocalModels { explicit_dir, search_roots, embedder: OnceCell::new() }
     }
 
     /// Where the embedding model would be loaded from; checks the files, loads nothing.
-    pub fn model_dir(&self) -> Result<PathBuf, EmbedError> {
+    pub(crate) fn model_dir(&self) -> Result<PathBuf, EmbedError> {
         let roots: Vec<&std::path::Path> = self.search_roots.iter().map(PathBuf::as_path).collect();
         locate_model_dir(self.explicit_dir.as_deref(), &roots)
     }

@@ -17,20 +17,20 @@ pub const DEFAULT_MAX_INSTANCES: u32 = 1000;
 
 /// The largest linear memory a guest may have. The pool reserves this much address space per
 /// memory slot, and each store's limiter refuses growth beyond it.
-pub const MAX_MEMORY_BYTES: usize = 256 << 20;
+pub(crate) const MAX_MEMORY_BYTES: usize = 256 << 20;
 
 /// Core instances, memories and tables one component may bring; the pool refuses a component
 /// above them when it is loaded.
-pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 32;
-pub const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
-pub const MAX_TABLES_PER_COMPONENT: u32 = 8;
+pub(crate) const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+pub(crate) const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
+pub(crate) const MAX_TABLES_PER_COMPONENT: u32 = 8;
 
 /// How often the epoch advances: how often a long-running guest yields to other tasks, and how
 /// late past its deadline a busy guest can be stopped.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// An engine whose pool holds `max_instances` component instances at once.
-pub fn new_engine(max_instances: u32) -> Result<Engine> {
+pub(crate) fn new_engine(max_instances: u32) -> Result<Engine> {
     // Per instance, room for the usual component (a few core instances, one or two memories
     // and tables); never less than what one largest component needs, so a tiny pool still
     // runs any component.
@@ -70,7 +70,7 @@ pub fn new_engine(max_instances: u32) -> Result<Engine> {
 /// created are dropped, and not before: a guest still spinning after the application is gone
 /// (past the shutdown grace period) must go on yielding, or it would hold its runtime worker,
 /// and the runtime's shutdown, for ever.
-pub fn start_epoch_ticker(engine: &Engine) -> Result<std::thread::JoinHandle<()>> {
+pub(crate) fn start_epoch_ticker(engine: &Engine) -> Result<std::thread::JoinHandle<()>> {
     let engine = engine.weak();
     std::thread::Builder::new()
         .name("gatehouse-epoch".into())
@@ -90,9 +90,14 @@ fn tick_until_dropped(engine: &EngineWeak, tick: Duration) {
 
 /// Loads a component, compiling it only if this exact file was not compiled by this exact
 /// engine configuration before.
-pub fn load_component(engine: &Engine, wasm_path: &Path, cache_dir: &Path) -> Result<Component> {
+pub(crate) fn load_component(
+    engine: &Engine,
+    wasm_path: &Path,
+    cache_dir: &Path,
+    build_command: &str,
+) -> Result<Component> {
     let wasm = std::fs::read(wasm_path)
-        .with_context(|| format!("cannot read {} (run `gatehouse build` first)", wasm_path.display()))?;
+        .with_context(|| format!("cannot read {} (run `{build_command}` first)", wasm_path.display()))?;
     let mut key = Sha256::new();
     key.update(&wasm);
     let mut engine_hash = std::collections::hash_map::DefaultHasher::new();

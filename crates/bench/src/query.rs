@@ -75,13 +75,13 @@ pub(super) struct Queries {
 impl Queries {
     /// Checks that there is something to search and that the application has the tool, and
     /// clears earlier runs' rows.
-    pub async fn prepare(
+    pub(crate) async fn prepare(
         database_url: &str,
         client: &reqwest::Client,
         base: &str,
         token: &str,
     ) -> Result<Arc<Queries>> {
-        let (db, _driver) = crate::pg_connect::connect(database_url)
+        let (db, _driver) = gatehouse_spin_host::pg_connect::connect(database_url)
             .await
             .context("connecting to the database for the query scenario")?;
         let documents: i64 = db
@@ -112,7 +112,7 @@ impl Queries {
         Ok(queries)
     }
 
-    pub fn work(self: &Arc<Self>) -> Work {
+    pub(crate) fn work(self: &Arc<Self>) -> Work {
         let queries = self.clone();
         Arc::new(move |_| {
             let queries = queries.clone();
@@ -121,7 +121,7 @@ impl Queries {
     }
 
     /// The component's timings since the last call, and starts afresh.
-    pub fn take_parts(&self) -> Result<PartTimes> {
+    pub(crate) fn take_parts(&self) -> Result<PartTimes> {
         let mut parts = self.parts.lock().map_err(|_| anyhow::anyhow!("a worker panicked"))?;
         let embedding = std::mem::replace(&mut parts.embedding, histogram()?);
         let sql = std::mem::replace(&mut parts.sql, histogram()?);
@@ -183,7 +183,7 @@ impl Queries {
     }
 
     /// Deletes every row the scenario made: its calls, their tool records and session context.
-    pub async fn cleanup(&self) -> Result<()> {
+    pub(crate) async fn cleanup(&self) -> Result<()> {
         let since = self.started.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default();
         self.db
             .execute(

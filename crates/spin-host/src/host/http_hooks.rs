@@ -13,7 +13,7 @@ use crate::outbound::default_port;
 
 const CHAINING_SUFFIX: &str = ".spin.internal";
 
-pub struct OutboundHooks {
+pub(super) struct OutboundHooks {
     app: Weak<App>,
     component: Arc<ComponentRuntime>,
 }
@@ -28,7 +28,7 @@ type ResponseFuture = Box<
 >;
 
 impl OutboundHooks {
-    pub fn new(app: Weak<App>, component: Arc<ComponentRuntime>) -> OutboundHooks {
+    pub(super) fn new(app: Weak<App>, component: Arc<ComponentRuntime>) -> OutboundHooks {
         OutboundHooks { app, component }
     }
 

@@ -55,7 +55,7 @@ impl ZeroRows {
 }
 
 /// One pool per database address, shared by every request of every component.
-pub struct PgPools {
+pub(crate) struct PgPools {
     max_size: usize,
     pools: Mutex<HashMap<String, AddressPool>>,
     zero_rows: ZeroRows,
@@ -69,18 +69,20 @@ struct AddressPool {
 }
 
 /// The resource behind a guest's `connection` handle.
+#[allow(unreachable_pub)] // re-exported by the generated bindings with `pub use`
 pub struct PgConnection {
     client: Object,
 }
 
 impl PgPools {
     /// Pools of up to `max_size` connections that answer zero-row queries ([`ZeroRows::Allow`]).
-    pub fn new(max_size: usize) -> PgPools {
+    #[cfg(test)]
+    pub(crate) fn new(max_size: usize) -> PgPools {
         PgPools::with_zero_rows(max_size, ZeroRows::default())
     }
 
     /// Pools of up to `max_size` connections, with the given answer to zero-row queries.
-    pub fn with_zero_rows(max_size: usize, zero_rows: ZeroRows) -> PgPools {
+    pub(crate) fn with_zero_rows(max_size: usize, zero_rows: ZeroRows) -> PgPools {
         PgPools { max_size, pools: Mutex::new(HashMap::new()), zero_rows }
     }
 

@@ -15,14 +15,18 @@ use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-pub use self::llm::LocalModels;
-pub use self::postgres::{PgConnection, PgPools, ZeroRows};
+pub(crate) use self::llm::LocalModels;
+pub(crate) use self::postgres::PgPools;
+pub use self::postgres::ZeroRows;
+// `pub`, not `pub(crate)`: the generated bindings re-export it with `pub use`.
+#[allow(unreachable_pub)]
+pub use self::postgres::PgConnection;
 use crate::app::App;
 use crate::log::GuestOutput;
 use crate::outbound::AllowedHosts;
 
 /// What a component is allowed and given, fixed at start-up.
-pub struct ComponentRuntime {
+pub(crate) struct ComponentRuntime {
     pub id: Arc<str>,
     pub variables: HashMap<String, String>,
     pub allowed_hosts: AllowedHosts,
@@ -52,7 +56,7 @@ fn store_limits() -> StoreLimits {
         .build()
 }
 
-pub struct HostState {
+pub(crate) struct HostState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     table: ResourceTable,
@@ -64,7 +68,7 @@ pub struct HostState {
 }
 
 impl HostState {
-    pub fn new(app: Weak<App>, component: Arc<ComponentRuntime>, pg: Arc<PgPools>) -> HostState {
+    pub(crate) fn new(app: Weak<App>, component: Arc<ComponentRuntime>, pg: Arc<PgPools>) -> HostState {
         let mut wasi = WasiCtx::builder();
         wasi.stdout(GuestOutput::new(component.id.clone(), "stdout"))
             .stderr(GuestOutput::new(component.id.clone(), "stderr"));
@@ -96,7 +100,7 @@ impl WasiHttpView for HostState {
 }
 
 /// Every interface a Gatehouse component may import.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> anyhow::Result<()> {
+pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> anyhow::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     crate::bindings::SpinHost::add_to_linker::<HostState, HasSelf<HostState>>(linker, |state| state)?;

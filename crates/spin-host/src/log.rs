@@ -5,15 +5,23 @@ use std::task::{Context, Poll};
 
 use serde_json::{Map, Value, json};
 
+static DEBUG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Turns the per-request debug lines on if the environment variable `name` is `debug` (the
+/// `gatehouse` CLI reads `GATEHOUSE_LOG`). Call it before the first log line; the first call
+/// wins, and without one the debug lines stay off.
+pub fn debug_from_env(name: &str) {
+    let _ = DEBUG.set(std::env::var(name).is_ok_and(|v| v.eq_ignore_ascii_case("debug")));
+}
+
 /// Whether per-request debug lines are written: they cost a write per request, so they are
-/// off unless `GATEHOUSE_LOG=debug`.
-pub fn debug_enabled() -> bool {
-    static DEBUG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *DEBUG.get_or_init(|| std::env::var("GATEHOUSE_LOG").is_ok_and(|v| v.eq_ignore_ascii_case("debug")))
+/// off unless [`debug_from_env`] turned them on.
+pub(crate) fn debug_enabled() -> bool {
+    *DEBUG.get_or_init(|| false)
 }
 
 /// Writes one log line. `fields` are merged into the object beside `ts`, `level` and `msg`.
-pub fn event(level: &str, msg: &str, fields: Value) {
+pub(crate) fn event(level: &str, msg: &str, fields: Value) {
     if level == "debug" && !debug_enabled() {
         return;
     }
@@ -51,13 +59,13 @@ pub fn error(msg: &str, fields: Value) {
 /// top level beside `ts`, its `level` and `message` are the line's, and `component` is the id
 /// the application gives the component.
 #[derive(Clone)]
-pub struct GuestOutput {
+pub(crate) struct GuestOutput {
     component: std::sync::Arc<str>,
     stream: &'static str,
 }
 
 impl GuestOutput {
-    pub fn new(component: std::sync::Arc<str>, stream: &'static str) -> GuestOutput {
+    pub(crate) fn new(component: std::sync::Arc<str>, stream: &'static str) -> GuestOutput {
         GuestOutput { component, stream }
     }
 

@@ -56,7 +56,7 @@ impl SslMode {
         })
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SslMode::Disable => "disable",
             SslMode::Allow => "allow",
@@ -86,7 +86,7 @@ impl fmt::Display for SslMode {
 
 /// Where the trusted CA certificates come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RootCerts {
+pub(crate) enum RootCerts {
     /// No `sslrootcert` (or `system`): the built-in web PKI roots, for the verifying modes.
     BuiltIn,
     /// `sslrootcert=<file>`.
@@ -156,25 +156,27 @@ impl PgTarget {
         Ok(PgTarget { config, mode, roots, tls })
     }
 
-    pub fn ssl_mode(&self) -> SslMode {
+    #[cfg(test)]
+    pub(crate) fn ssl_mode(&self) -> SslMode {
         self.mode
     }
 
-    pub fn root_certs(&self) -> &RootCerts {
+    #[cfg(test)]
+    pub(crate) fn root_certs(&self) -> &RootCerts {
         &self.roots
     }
 
     /// The connection settings, without the TLS parameters (tokio-postgres's own).
-    pub fn config(&self) -> &tokio_postgres::Config {
+    pub(crate) fn config(&self) -> &tokio_postgres::Config {
         &self.config
     }
 
-    pub fn config_mut(&mut self) -> &mut tokio_postgres::Config {
+    pub(crate) fn config_mut(&mut self) -> &mut tokio_postgres::Config {
         &mut self.config
     }
 
     /// The TLS connector, for a pool (deadpool-postgres) to connect with.
-    pub fn tls(&self) -> MakeRustlsConnect {
+    pub(crate) fn tls(&self) -> MakeRustlsConnect {
         self.tls.clone()
     }
 
@@ -189,7 +191,7 @@ impl PgTarget {
     }
 
     /// `host:port/dbname`, for messages: never the user or password.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let ports = self.config.get_ports();
         let hosts: Vec<String> = self
             .config
@@ -219,7 +221,9 @@ impl PgTarget {
 
     /// Connects, and drives the connection on a task of the current runtime; the task ends
     /// when the client is dropped.
-    pub async fn connect(&self) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), PgConnectError> {
+    pub(crate) async fn connect(
+        &self,
+    ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), PgConnectError> {
         let (client, connection) = self.config.connect(self.tls.clone()).await.map_err(|e| self.connect_error(e))?;
         let driver = tokio::spawn(async move {
             let _ = connection.await;
@@ -228,7 +232,7 @@ impl PgTarget {
     }
 
     /// Explains a failure to connect to this target.
-    pub fn connect_error(&self, source: tokio_postgres::Error) -> PgConnectError {
+    pub(crate) fn connect_error(&self, source: tokio_postgres::Error) -> PgConnectError {
         let explanation = self.explain(&source);
         PgConnectError { target: self.describe(), mode: self.mode, explanation, source }
     }
@@ -304,7 +308,7 @@ impl PgTarget {
 
 /// A failed connection: where to, with which `sslmode`, and why.
 #[derive(Debug)]
-pub struct PgConnectError {
+pub(crate) struct PgConnectError {
     target: String,
     mode: SslMode,
     explanation: Option<String>,
@@ -312,12 +316,8 @@ pub struct PgConnectError {
 }
 
 impl PgConnectError {
-    pub fn source_error(&self) -> &tokio_postgres::Error {
-        &self.source
-    }
-
     /// The message and its causes on one line, for where only a string travels (the guests).
-    pub fn full_message(&self) -> String {
+    pub(crate) fn full_message(&self) -> String {
         format!("{self}: {}", error_text(&self.source))
     }
 }

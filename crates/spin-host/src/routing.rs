@@ -16,7 +16,7 @@ enum Segment {
 }
 
 #[derive(Debug, Clone)]
-pub struct RoutePattern {
+pub(crate) struct RoutePattern {
     raw: String,
     segments: Vec<Segment>,
     wildcard: bool,
@@ -24,7 +24,7 @@ pub struct RoutePattern {
 
 /// What a request matched: which component, and the values Spin passes in `spin-*` headers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteMatch {
+pub(crate) struct RouteMatch {
     pub component: String,
     /// The trigger route as written, e.g. `/voice-tools/status/:id` or `/static/...`.
     pub raw_route: String,
@@ -36,7 +36,7 @@ pub struct RouteMatch {
 }
 
 impl RoutePattern {
-    pub fn parse(raw: &str) -> Result<RoutePattern, ManifestError> {
+    pub(crate) fn parse(raw: &str) -> Result<RoutePattern, ManifestError> {
         let invalid = |reason: &str| ManifestError::Route { route: raw.to_owned(), reason: reason.to_owned() };
         if !raw.starts_with('/') {
             return Err(invalid("a route must start with '/'"));
@@ -105,12 +105,12 @@ impl RoutePattern {
 
 /// The public routing table of an application.
 #[derive(Debug, Default)]
-pub struct Router {
+pub(crate) struct Router {
     routes: Vec<(RoutePattern, String)>,
 }
 
 impl Router {
-    pub fn new(triggers: &[HttpTrigger]) -> Result<Router, ManifestError> {
+    pub(crate) fn new(triggers: &[HttpTrigger]) -> Result<Router, ManifestError> {
         let mut routes = Vec::new();
         for trigger in triggers {
             if let RouteDecl::Path(raw) = &trigger.route {
@@ -120,7 +120,7 @@ impl Router {
         Ok(Router { routes })
     }
 
-    pub fn route(&self, path: &str) -> Option<RouteMatch> {
+    pub(crate) fn route(&self, path: &str) -> Option<RouteMatch> {
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         let (pattern, component, params) = self
             .routes
@@ -140,7 +140,7 @@ impl Router {
 impl RouteMatch {
     /// How Spin routes a request that reached a component by service chaining: as if the
     /// component matched `/...`, whatever its own route, with the whole path as path info.
-    pub fn chained(component: &str, path: &str) -> RouteMatch {
+    pub(crate) fn chained(component: &str, path: &str) -> RouteMatch {
         RouteMatch {
             component: component.to_owned(),
             raw_route: "/...".into(),

@@ -5,7 +5,7 @@
 //! default. `insecure:allow-all` admits everything. Anything not admitted is refused.
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum OutboundError {
+pub(crate) enum OutboundError {
     #[error("invalid allowed_outbound_hosts entry {0:?}: expected scheme://host[:port]")]
     Invalid(String),
     #[error("allowed_outbound_hosts entry {0:?} needs a port: its scheme has no default")]
@@ -33,12 +33,12 @@ struct Entry {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AllowedHosts {
+pub(crate) struct AllowedHosts {
     allow_all: bool,
     entries: Vec<Entry>,
 }
 
-pub fn default_port(scheme: &str) -> Option<u16> {
+pub(crate) fn default_port(scheme: &str) -> Option<u16> {
     match scheme {
         "http" => Some(80),
         "https" => Some(443),
@@ -51,7 +51,7 @@ pub fn default_port(scheme: &str) -> Option<u16> {
 }
 
 impl AllowedHosts {
-    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<AllowedHosts, OutboundError> {
+    pub(crate) fn parse<S: AsRef<str>>(entries: &[S]) -> Result<AllowedHosts, OutboundError> {
         let mut allowed = AllowedHosts::default();
         for raw in entries {
             let raw = raw.as_ref().trim();
@@ -65,7 +65,7 @@ impl AllowedHosts {
     }
 
     /// Whether `scheme://host:port` may be reached. `port` is the effective port.
-    pub fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
+    pub(crate) fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
         if self.allow_all {
             return true;
         }
@@ -85,7 +85,7 @@ impl AllowedHosts {
     }
 
     /// Whether a URL such as `postgres://user@db:5432/x` or `http://a.spin.internal/p` may be reached.
-    pub fn allows_url(&self, url: &str) -> bool {
+    pub(crate) fn allows_url(&self, url: &str) -> bool {
         match url::Url::parse(url) {
             Ok(parsed) => {
                 let scheme = parsed.scheme();

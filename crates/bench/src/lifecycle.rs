@@ -15,16 +15,17 @@ use serde_json::{Value, json};
 
 use super::{Outcome, Scenario, Work};
 use crate::relay::Relay;
+use gatehouse_spin_host::pg_connect;
 
 /// The fixture tool's tables, shared with the tests (tests/support/lifecycle.rs).
-const FIXTURE_TABLES_SQL: &str = include_str!("../../../../../tests/fixtures/fixture_tool.sql");
+const FIXTURE_TABLES_SQL: &str = include_str!("../../../tests/fixtures/fixture_tool.sql");
 
 /// The statements the routes commit, so the floor is measured on exactly them.
-const INSERT_SQL: &str = include_str!("../../../../store/src/sql/calls/insert.sql");
-const MODIFY_SQL: &str = include_str!("../../../../store/src/sql/calls/modify.sql");
-const CANCEL_SQL: &str = include_str!("../../../../store/src/sql/calls/cancel.sql");
-const CONFIRM_SQL: &str = include_str!("../../../../store/src/sql/calls/confirm.sql");
-const GET_SQL: &str = include_str!("../../../../store/src/sql/calls/get.sql");
+const INSERT_SQL: &str = include_str!("../../store/src/sql/calls/insert.sql");
+const MODIFY_SQL: &str = include_str!("../../store/src/sql/calls/modify.sql");
+const CANCEL_SQL: &str = include_str!("../../store/src/sql/calls/cancel.sql");
+const CONFIRM_SQL: &str = include_str!("../../store/src/sql/calls/confirm.sql");
+const GET_SQL: &str = include_str!("../../store/src/sql/calls/get.sql");
 
 /// The session of every call the routes see, and of the calls pgbench writes.
 const SESSION: &str = "bench-lifecycle";
@@ -217,7 +218,7 @@ pub(super) struct Commits {
 }
 
 impl Commits {
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.per_step.iter().sum()
     }
 }
@@ -233,12 +234,18 @@ pub(super) struct FloorScript {
 impl Lifecycle {
     /// Starts the relay, checks that the application has the fixture tool, creates the tool's
     /// tables and clears earlier runs' rows.
-    pub async fn prepare(database_url: &str, client: &reqwest::Client, base: &str, token: &str) -> Result<Lifecycle> {
+    pub(crate) async fn prepare(
+        database_url: &str,
+        client: &reqwest::Client,
+        base: &str,
+        token: &str,
+        callback_secret: &str,
+    ) -> Result<Lifecycle> {
         let started = std::time::SystemTime::now();
-        let (db, _driver) = crate::pg_connect::connect(database_url)
+        let (db, _driver) = pg_connect::connect(database_url)
             .await
             .context("connecting to the database for the lifecycle scenarios")?;
-        let relay = Relay::start(crate::cli::DEV_CALLBACK_SECRET).await?;
+        let relay = Relay::start(callback_secret).await?;
         let flow = Arc::new(Flow {
             client: client.clone(),
             base: base.to_owned(),
@@ -261,7 +268,7 @@ impl Lifecycle {
 
     /// Deletes every row the benchmark made: its calls, and what tools and callbacks recorded
     /// about them.
-    pub async fn cleanup(&self) -> Result<()> {
+    pub(crate) async fn cleanup(&self) -> Result<()> {
         let calls = format!("SELECT tool_call_id FROM tool_calls WHERE session_id IN ('{SESSION}', '{FLOOR_SESSION}')");
         self.db
             .batch_execute(&format!(
@@ -303,7 +310,7 @@ impl Lifecycle {
     }
 
     /// What a client does once in `scenario`, with the calls it needs already in place.
-    pub async fn work(&self, scenario: Scenario, concurrency: usize, seconds: f64) -> Result<Work> {
+    pub(crate) async fn work(&self, scenario: Scenario, concurrency: usize, seconds: f64) -> Result<Work> {
         let flow = self.flow.clone();
         Ok(match scenario {
             Scenario::Create => Arc::new(move |_| {
@@ -374,7 +381,7 @@ impl Lifecycle {
     /// Runs conversations one at a time, letting each step's after-answer work (tool records,
     /// callbacks) finish, and counts each step's commits; the least of three runs, so an
     /// autovacuum in between does not count.
-    pub async fn count_commits(&self) -> Result<Commits> {
+    pub(crate) async fn count_commits(&self) -> Result<Commits> {
         let settle = || tokio::time::sleep(Duration::from_millis(300));
         let before = callback_counts(&self.relay);
         let mut least = vec![u64::MAX; FLOW_STEPS.len()];
@@ -413,7 +420,7 @@ impl Lifecycle {
 
     /// The pgbench script that runs `statement` as its route does, at `concurrency` clients for
     /// `seconds`, on rows of its own. `expected_tps` sizes the rows a transition needs.
-    pub async fn floor_script(
+    pub(crate) async fn floor_script(
         &self,
         statement: super::Statement,
         concurrency: usize,
@@ -483,7 +490,7 @@ impl Lifecycle {
     }
 
     /// Whether a transition's run found an untouched row for every statement.
-    pub async fn floor_had_rows(&self, script: &FloorScript) -> Result<bool> {
+    pub(crate) async fn floor_had_rows(&self, script: &FloorScript) -> Result<bool> {
         if script.last_rows.is_empty() {
             return Ok(true);
         }

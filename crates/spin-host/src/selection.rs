@@ -15,7 +15,7 @@ use crate::variables::{ResolvedVariables, VariableError};
 const CHAINING_SUFFIX: &str = ".spin.internal";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum SelectionError {
+pub(crate) enum SelectionError {
     #[error("--component-id {id:?}: the application has no such component (it has {known})")]
     Unknown { id: String, known: String },
     #[error(
@@ -35,7 +35,7 @@ pub enum SelectionError {
 
 /// Keeps only the `selected` components and their triggers in `manifest` (all of them when the
 /// selection is empty), after checking that every component kept can reach what it chains to.
-pub fn retain_selected(
+pub(crate) fn retain_selected(
     manifest: &mut Manifest,
     selected: &[String],
     variables: &ResolvedVariables,

@@ -15,7 +15,7 @@ use crate::bindings::spin::postgres4_0_0::postgres::{DbDataType, DbValue, Interv
 type BoxError = Box<dyn StdError + Sync + Send>;
 
 /// The raw bytes of one result cell, whatever its type.
-pub struct RawCell<'a>(pub &'a [u8]);
+pub(super) struct RawCell<'a>(pub &'a [u8]);
 
 impl<'a> FromSql<'a> for RawCell<'a> {
     fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
@@ -26,7 +26,7 @@ impl<'a> FromSql<'a> for RawCell<'a> {
     }
 }
 
-pub fn data_type(ty: &Type) -> DbDataType {
+pub(super) fn data_type(ty: &Type) -> DbDataType {
     match *ty {
         Type::BOOL => DbDataType::Boolean,
         Type::CHAR => DbDataType::Int8,
@@ -56,7 +56,7 @@ pub fn data_type(ty: &Type) -> DbDataType {
 }
 
 /// Decodes one cell; `None` is SQL NULL.
-pub fn db_value(ty: &Type, raw: Option<&[u8]>) -> Result<DbValue, BoxError> {
+pub(super) fn db_value(ty: &Type, raw: Option<&[u8]>) -> Result<DbValue, BoxError> {
     let Some(raw) = raw else { return Ok(DbValue::DbNull) };
     Ok(match data_type(ty) {
         DbDataType::Boolean => DbValue::Boolean(bool::from_sql(ty, raw)?),
@@ -186,7 +186,7 @@ fn encode_range<T>(
 
 /// A query parameter, converted to whatever PostgreSQL type the statement declares for it.
 #[derive(Debug)]
-pub struct Param(pub ParameterValue);
+pub(super) struct Param(pub ParameterValue);
 
 fn naive_datetime(v: (i32, u8, u8, u8, u8, u8, u32)) -> Result<NaiveDateTime, BoxError> {
     let date = NaiveDate::from_ymd_opt(v.0, v.1.into(), v.2.into()).ok_or("invalid date")?;

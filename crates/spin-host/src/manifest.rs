@@ -117,11 +117,11 @@ impl Manifest {
         Ok(manifest)
     }
 
-    pub fn parse(text: &str) -> Result<Manifest, toml::de::Error> {
+    pub(crate) fn parse(text: &str) -> Result<Manifest, toml::de::Error> {
         toml::from_str(text)
     }
 
-    pub fn validate(&self) -> Result<(), ManifestError> {
+    pub(crate) fn validate(&self) -> Result<(), ManifestError> {
         if self.spin_manifest_version != 2 {
             return Err(ManifestError::Version(self.spin_manifest_version));
         }
@@ -142,7 +142,7 @@ impl Manifest {
     }
 
     /// The component's `.wasm` file, relative paths resolved against the manifest's folder.
-    pub fn source_path(&self, manifest_dir: &Path, component: &str) -> Option<PathBuf> {
+    pub(crate) fn source_path(&self, manifest_dir: &Path, component: &str) -> Option<PathBuf> {
         match &self.component.get(component)?.source {
             SourceDecl::Path(path) => Some(manifest_dir.join(path)),
             SourceDecl::Remote(_) => None,

@@ -47,6 +47,11 @@ pub struct AppConfig {
     /// Answer a guest's `query` that returns no rows with an error naming the statement, since
     /// Spin 4.0.x's PostgreSQL host never returns from one (`--refuse-zero-row-queries`).
     pub zero_rows: ZeroRows,
+    /// The project's folder: the embedding model is also looked for in its `.spin/ai-models/`,
+    /// after the manifest's folder.
+    pub project_home: PathBuf,
+    /// The command that builds the components, named when a component's Wasm file is missing.
+    pub build_command: String,
 }
 
 struct LoadedComponent {
@@ -81,19 +86,19 @@ const YIELD_AFTER: Duration = Duration::from_millis(50);
 
 /// The code of the answer to a request whose guest ran past its deadline. Not one of the
 /// components' codes (`gatehouse_domain::ErrorCode`): only the runner gives it.
-pub const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
+pub(crate) const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
 
 /// A guest stopped because it outlived its request's deadline: trapped by the epoch callback
 /// while running, or dropped while it waited (for a free instance, or in a host call).
 #[derive(Debug, thiserror::Error)]
 #[error("component '{component}' ran past its deadline of {} s and was stopped", timeout.as_secs_f64())]
-pub struct DeadlineExceeded {
+pub(crate) struct DeadlineExceeded {
     pub component: Arc<str>,
     pub timeout: Duration,
 }
 
 /// Where a request came from: a client over the network, or another component by chaining.
-pub enum Origin {
+pub(crate) enum Origin {
     Client(SocketAddr),
     Chained,
 }
@@ -109,12 +114,12 @@ impl App {
         crate::engine::start_epoch_ticker(&engine)?;
         let mut linker = Linker::new(&engine);
         host::add_to_linker(&mut linker)?;
-        let models = local_models(&manifest, &manifest_dir, config.model_dir.clone());
+        let models = local_models(&manifest, &manifest_dir, &config.project_home, config.model_dir.clone());
 
         let mut components = HashMap::new();
         for (id, decl) in &manifest.component {
             let source = manifest.source_path(&manifest_dir, id).context("component source")?;
-            let component = crate::engine::load_component(&engine, &source, &config.cache_dir)
+            let component = crate::engine::load_component(&engine, &source, &config.cache_dir, &config.build_command)
                 .with_context(|| format!("loading component '{id}' from {}", source.display()))?;
             let pre = ProxyPre::new(linker.instantiate_pre(&component)?)
                 .map_err(anyhow::Error::from)
@@ -306,11 +311,15 @@ impl App {
 
 /// The embedding model the components may share. It loads on first use; a component that lists
 /// it when its files are missing is told at start-up rather than on its first request.
-fn local_models(manifest: &Manifest, manifest_dir: &Path, explicit: Option<PathBuf>) -> Arc<LocalModels> {
-    let project_root = crate::db::project_home(manifest_dir);
+fn local_models(
+    manifest: &Manifest,
+    manifest_dir: &Path,
+    project_root: &Path,
+    explicit: Option<PathBuf>,
+) -> Arc<LocalModels> {
     let mut roots = vec![manifest_dir.to_path_buf()];
     if project_root != manifest_dir {
-        roots.push(project_root);
+        roots.push(project_root.to_path_buf());
     }
     let models = Arc::new(LocalModels::new(explicit, roots));
     let model = gatehouse_embeddings::MODEL_NAME;
@@ -388,7 +397,7 @@ fn set_spin_headers<B>(request: &mut Request<B>, route: &RouteMatch, origin: &Or
 
 /// An answer of the runner's own, in the shape of the API's errors (`{"error": sentence,
 /// "code": code}`), so a client parses one format whether the runner or a component refused.
-pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response<HyperOutgoingBody> {
+pub(crate) fn error_response(status: StatusCode, code: &str, message: &str) -> Response<HyperOutgoingBody> {
     let body = json!({"error": message, "code": code}).to_string();
     let body = Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync();
     let mut response = Response::new(body);

@@ -56,7 +56,7 @@ impl VariableSources {
 
 /// Every application variable's value. Debug output never shows values: some are secrets.
 #[derive(Clone)]
-pub struct ResolvedVariables {
+pub(crate) struct ResolvedVariables {
     app: BTreeMap<String, String>,
 }
 
@@ -66,14 +66,14 @@ impl std::fmt::Debug for ResolvedVariables {
     }
 }
 
-pub fn is_valid_name(name: &str) -> bool {
+pub(crate) fn is_valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 impl ResolvedVariables {
-    pub fn resolve(manifest: &Manifest, sources: &VariableSources) -> Result<ResolvedVariables, VariableError> {
+    pub(crate) fn resolve(manifest: &Manifest, sources: &VariableSources) -> Result<ResolvedVariables, VariableError> {
         let mut app = BTreeMap::new();
         for (name, decl) in &manifest.variables {
             if !is_valid_name(name) {
@@ -93,12 +93,13 @@ impl ResolvedVariables {
         Ok(ResolvedVariables { app })
     }
 
-    pub fn get(&self, name: &str) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.app.get(name).map(String::as_str)
     }
 
     /// Expands `{{ name }}` references to application variables.
-    pub fn expand(&self, template: &str) -> Result<String, VariableError> {
+    pub(crate) fn expand(&self, template: &str) -> Result<String, VariableError> {
         let mut out = String::with_capacity(template.len());
         let mut rest = template;
         while let Some(start) = rest.find("{{") {
@@ -118,7 +119,7 @@ impl ResolvedVariables {
     }
 
     /// A component's own variables, with their templates expanded.
-    pub fn for_component(
+    pub(crate) fn for_component(
         &self,
         templates: &BTreeMap<String, String>,
     ) -> Result<HashMap<String, String>, VariableError> {
