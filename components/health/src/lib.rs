@@ -16,7 +16,7 @@ async fn health(req: Request, _params: Params) -> Result<Reply, ApiError> {
         Err(error) => {
             // A degraded health check is an answer, not a failure of this route; the
             // cause still goes to the operator's log.
-            gatehouse_http::log_error(&error);
+            gatehouse_platform::log_error(&error);
             let mut response =
                 gatehouse_http::json_response(503, &json!({"status": "degraded", "database": "unavailable"}));
             response.set_header("retry-after", gatehouse_http::RETRY_AFTER_SECONDS);
@@ -26,7 +26,7 @@ async fn health(req: Request, _params: Params) -> Result<Reply, ApiError> {
 }
 
 fn check_database() -> Result<(), ApiError> {
-    let db = gatehouse_http::open_db()?;
+    let db = gatehouse_platform::open_db()?;
     gatehouse_store::ping(&db)?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use gatehouse_http::{Method, OutboundResponse};
+use gatehouse_platform::{Method, OutboundResponse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -147,7 +147,7 @@ impl<'a> Gmail<'a> {
             let token = self.tokens.token().await?;
             let authorization = format!("Bearer {token}");
             let headers = [("authorization", authorization.as_str()), ("content-type", "application/json")];
-            let sent = gatehouse_http::send(method.clone(), &url, &headers, body.clone(), REQUEST_TIMEOUT).await;
+            let sent = gatehouse_platform::send(method.clone(), &url, &headers, body.clone(), REQUEST_TIMEOUT).await;
             let answer = match sent {
                 Ok(answer) => answer,
                 Err(failure) if repeat == Repeat::Unsafe => return Err(GmailError::Uncertain(failure.to_string())),
@@ -192,7 +192,7 @@ async fn wait(backoff: &mut Duration, retry_after: Option<Duration>, attempt: u3
     if attempt >= MAX_ATTEMPTS {
         return;
     }
-    gatehouse_http::sleep(retry_after.unwrap_or(*backoff).min(MAX_RETRY_AFTER)).await;
+    gatehouse_platform::sleep(retry_after.unwrap_or(*backoff).min(MAX_RETRY_AFTER)).await;
     *backoff *= 2;
 }
 

@@ -17,7 +17,7 @@ pub struct GmailConfig {
 
 fn read(name: &str) -> Result<String, ToolFailure> {
     variables::get(name).map(|value| value.trim().to_owned()).map_err(|e| {
-        gatehouse_http::log_line("error", &format!("reading the {name} variable: {e:?}"));
+        gatehouse_platform::log_line("error", &format!("reading the {name} variable: {e:?}"));
         ToolFailure::new("Email isn't set up on this server yet, so I couldn't send it.")
     })
 }
@@ -25,7 +25,7 @@ fn read(name: &str) -> Result<String, ToolFailure> {
 fn required(name: &str) -> Result<String, ToolFailure> {
     let value = read(name)?;
     if value.is_empty() {
-        gatehouse_http::log_line("error", &format!("the {name} variable is empty"));
+        gatehouse_platform::log_line("error", &format!("the {name} variable is empty"));
         return Err(ToolFailure::new("Email isn't set up on this server yet, so I couldn't send it."));
     }
     Ok(value)
@@ -35,7 +35,7 @@ impl GmailConfig {
     pub fn load() -> Result<GmailConfig, ToolFailure> {
         let sender = required("gmail_sender")?;
         let sender = Address::parse(&sender).map_err(|e| {
-            gatehouse_http::log_line("error", &format!("the gmail_sender variable: {e}"));
+            gatehouse_platform::log_line("error", &format!("the gmail_sender variable: {e}"));
             ToolFailure::new("Email isn't set up correctly on this server, so I couldn't send it.")
         })?;
         Ok(GmailConfig {

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use gatehouse_http::Method;
+use gatehouse_platform::Method;
 use serde::Deserialize;
 
 use crate::api::{GmailError, percent_encode};
@@ -52,24 +52,24 @@ impl<'a> TokenSource<'a> {
     /// A new token, replacing one the API refused.
     pub async fn refresh(&self) -> Result<String, GmailError> {
         let key = seal::cache_key(self.config);
-        if let Ok(db) = gatehouse_http::open_db() {
+        if let Ok(db) = gatehouse_platform::open_db() {
             let _ = gatehouse_store::forget_credential(&db, &key);
         }
         let grant = self.grant().await?;
         *self.current.borrow_mut() = Some(grant.access_token.clone());
         // Caching is an optimisation: without it every request asks for a token, which works.
         let cached = seal::seal(self.config, &grant.access_token).and_then(|sealed| {
-            let db = gatehouse_http::open_db().ok()?;
+            let db = gatehouse_platform::open_db().ok()?;
             gatehouse_store::cache_credential(&db, &key, &sealed, grant.expires_in).ok()
         });
         if cached.is_none() {
-            gatehouse_http::log_line("warn", "could not cache the Gmail access token");
+            gatehouse_platform::log_line("warn", "could not cache the Gmail access token");
         }
         Ok(grant.access_token)
     }
 
     fn cached(&self) -> Option<String> {
-        let db = gatehouse_http::open_db().ok()?;
+        let db = gatehouse_platform::open_db().ok()?;
         let sealed =
             gatehouse_store::cached_credential(&db, &seal::cache_key(self.config), EXPIRY_MARGIN_SECONDS).ok()??;
         seal::open(self.config, &sealed)
@@ -85,7 +85,7 @@ impl<'a> TokenSource<'a> {
         let headers = [("content-type", "application/x-www-form-urlencoded"), ("accept", "application/json")];
         let mut last_problem = String::new();
         for attempt in 1..=GRANT_ATTEMPTS {
-            let sent = gatehouse_http::send(
+            let sent = gatehouse_platform::send(
                 Method::Post,
                 &self.config.token_url,
                 &headers,
@@ -113,7 +113,7 @@ impl<'a> TokenSource<'a> {
                 Err(failure) => last_problem = format!("the token endpoint: {failure}"),
             }
             if attempt < GRANT_ATTEMPTS {
-                gatehouse_http::sleep(Duration::from_millis(250 << attempt)).await;
+                gatehouse_platform::sleep(Duration::from_millis(250 << attempt)).await;
             }
         }
         Err(GmailError::Unavailable(last_problem))

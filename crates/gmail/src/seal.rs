@@ -29,7 +29,7 @@ fn cipher(config: &GmailConfig) -> ChaCha20Poly1305 {
 }
 
 pub fn seal(config: &GmailConfig, plaintext: &str) -> Option<Vec<u8>> {
-    let nonce = gatehouse_http::random_bytes::<NONCE_BYTES>();
+    let nonce = gatehouse_platform::random_bytes::<NONCE_BYTES>();
     let mut sealed = nonce.to_vec();
     sealed.extend(cipher(config).encrypt(Nonce::from_slice(&nonce), plaintext.as_bytes()).ok()?);
     Some(sealed)

@@ -69,7 +69,7 @@ impl Tool for GmailTool {
         let Some(session) = session else {
             return vec![FieldProblem::new("reference_context", "needs the session the context belongs to")];
         };
-        let found = gatehouse_http::open_db()
+        let found = gatehouse_platform::open_db()
             .map_err(|e| e.message)
             .and_then(|db| gatehouse_store::session_context_get(&db, session.as_str(), key).map_err(|e| e.to_string()));
         match found {
@@ -165,7 +165,7 @@ async fn create_draft_once(gmail: &Gmail<'_>, message: &Message) -> Result<Draft
             Err(other) => return Err(failure(other)),
         }
         if attempt < UNCERTAIN_ROUNDS {
-            gatehouse_http::sleep(SEARCH_PAUSE * attempt).await;
+            gatehouse_platform::sleep(SEARCH_PAUSE * attempt).await;
         }
     }
     Err(failure(GmailError::Unavailable("drafts.create kept failing".into())))
@@ -193,7 +193,7 @@ async fn send_draft_once(
             Err(other) => return Err(failure(other)),
         }
         if attempt < UNCERTAIN_ROUNDS {
-            gatehouse_http::sleep(SEARCH_PAUSE * attempt).await;
+            gatehouse_platform::sleep(SEARCH_PAUSE * attempt).await;
         }
     }
     Err(failure(GmailError::Unavailable("drafts.send kept failing".into())))
@@ -205,7 +205,7 @@ async fn search_sent(gmail: &Gmail<'_>, message_id: &str) -> Result<Option<Messa
             return Ok(Some(sent));
         }
         if attempt < SEARCH_ATTEMPTS {
-            gatehouse_http::sleep(SEARCH_PAUSE).await;
+            gatehouse_platform::sleep(SEARCH_PAUSE).await;
         }
     }
     Ok(None)
@@ -235,7 +235,7 @@ fn cannot_tell(email: &EmailParameters) -> ToolFailure {
 
 /// A Gmail problem as the sentence the agent speaks; the detail goes to the log only.
 fn failure(error: GmailError) -> ToolFailure {
-    gatehouse_http::log_line("warn", &format!("gmail: {error}"));
+    gatehouse_platform::log_line("warn", &format!("gmail: {error}"));
     let sentence = match error {
         GmailError::Credentials(_) => "Gmail didn't accept this server's credentials, so the email was not sent.",
         GmailError::NotFound => "The draft for this email is gone, so it was not sent.",

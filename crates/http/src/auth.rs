@@ -1,7 +1,5 @@
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use gatehouse_domain::{ApiError, service_auth};
-use spin_sdk::http::{Method, Request};
+use spin_sdk::http::Request;
 use spin_sdk::variables;
 
 /// Admits the request only if it carries `Authorization: Bearer <api_token>`.
@@ -27,10 +25,6 @@ pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
     if constant_time_eq(presented.as_bytes(), expected.as_bytes()) { Ok(()) } else { Err(ApiError::unauthorized()) }
 }
 
-/// The variable holding the key that signs service requests crossing hosts: the tool
-/// contract and the executor hand-off (see `gatehouse_domain::service_auth`).
-const CONTRACT_SECRET: &str = "contract_secret";
-
 /// Admits a service request (the tool contract, the executor hand-off).
 ///
 /// With `contract_secret` set, the request must carry a valid, fresh signature, however it
@@ -38,7 +32,7 @@ const CONTRACT_SECRET: &str = "contract_secret";
 /// same application on the same host) is admitted: a contract route exposed for a tool host
 /// is closed until the operator gives both sides the secret.
 pub fn require_service_request(req: &Request) -> Result<(), ApiError> {
-    let secret = contract_secret()?;
+    let secret = gatehouse_platform::contract_secret()?;
     let Some(secret) = secret else {
         return match crate::matched_route(req) {
             Some(crate::CHAINED_ROUTE) => Ok(()),
@@ -47,35 +41,12 @@ pub fn require_service_request(req: &Request) -> Result<(), ApiError> {
     };
     let header = req.header(service_auth::SIGNATURE_HEADER).and_then(|value| value.as_str()).unwrap_or_default();
     let method = req.method().to_string();
-    if service_auth::verify(secret.as_bytes(), header, &method, req.path(), req.body(), unix_now()) {
+    if service_auth::verify(secret.as_bytes(), header, &method, req.path(), req.body(), gatehouse_platform::unix_now())
+    {
         Ok(())
     } else {
         Err(ApiError::unauthorized())
     }
-}
-
-/// The signature header for a service request to `url`, when `contract_secret` is set.
-pub fn service_signature(method: &Method, url: &str, body: &[u8]) -> Result<Option<(&'static str, String)>, ApiError> {
-    let Some(secret) = contract_secret()? else { return Ok(None) };
-    let signature = service_auth::sign(secret.as_bytes(), unix_now(), &method.to_string(), path_of(url), body);
-    Ok(Some((service_auth::SIGNATURE_HEADER, signature)))
-}
-
-fn contract_secret() -> Result<Option<String>, ApiError> {
-    let secret = variables::get(CONTRACT_SECRET)
-        .map_err(|e| ApiError::internal().with_detail(format!("reading the {CONTRACT_SECRET} variable: {e:?}")))?;
-    Ok(Some(secret).filter(|secret| !secret.is_empty()))
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
-}
-
-/// The path of an absolute URL (`http://host:1/a/b?q` is `/a/b`), as the receiver sees it.
-fn path_of(url: &str) -> &str {
-    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let path_and_query = after_scheme.find('/').map_or("/", |start| &after_scheme[start..]);
-    path_and_query.split(['?', '#']).next().unwrap_or("/")
 }
 
 /// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 7235).
@@ -119,16 +90,6 @@ mod tests {
         assert_eq!(bearer_token("Bearer"), None);
         assert_eq!(bearer_token("Bearer   "), None);
         assert_eq!(bearer_token(""), None);
-    }
-
-    #[test]
-    fn signs_the_path_the_receiver_sees() {
-        assert_eq!(path_of("http://gmail.spin.internal/tool/prepare"), "/tool/prepare");
-        assert_eq!(
-            path_of("https://tools.example.com:8443/internal/tools/gmail/tool/execute?x=1"),
-            "/internal/tools/gmail/tool/execute"
-        );
-        assert_eq!(path_of("http://host"), "/");
     }
 
     #[test]

@@ -1,5 +1,8 @@
-//! The HTTP plumbing every Gatehouse component shares, so that a component is only
-//! "parse, call the store, respond".
+//! Serving a Gatehouse component's HTTP requests: the entry point (answer, then continue with
+//! the work after the answer), the router with typed parameters and 405s, bodies read
+//! strictly, bearer and service auth, and errors as JSON. What a component asks of its host
+//! besides its request (the database, outbound calls, randomness, logs) is in
+//! `gatehouse-platform`.
 //!
 //! A component declares its routes, and each handler only does its route's work:
 //!
@@ -23,27 +26,21 @@
 
 mod auth;
 mod body;
-mod db;
-mod outbound;
-mod random;
 mod response;
 mod route;
 mod router;
 mod serve;
-mod trace;
 
-pub use auth::{require_bearer, require_service_request, service_signature};
+pub use auth::{require_bearer, require_service_request};
 pub use body::{
     BodyError, MAX_BODY_BYTES, from_json_value, parse_body, read_json, read_optional_json, require_no_body,
 };
-pub use db::open_db;
-pub use outbound::{OutboundResponse, SendFailure, send, sleep, within};
-pub use random::{new_token, new_tool_call_id, random_bytes};
+/// Which component is serving: [`serve`] names it in every log line.
+pub use gatehouse_platform::{Component, this_component};
 pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
-pub use route::{CHAINED_ROUTE, admit, header, matched_route, parse_call_id, prefer_wait, query_param, require_method};
+pub use route::{CHAINED_ROUTE, header, matched_route, parse_call_id, prefer_wait, query_param, require_method};
 pub use router::{Access, Params, Router};
-pub use serve::{AfterResponse, Reply, log_error, reply_or_error, serve, serve_with_body_limit};
-pub use trace::{Component, log_event, log_line, trace_id, traceparent};
+pub use serve::{AfterResponse, Reply, reply_or_error, serve, serve_with_body_limit};
 
 pub use gatehouse_domain::{ApiError, ErrorCode};
 

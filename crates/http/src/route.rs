@@ -3,12 +3,6 @@ use std::time::Duration;
 use gatehouse_domain::{ApiError, ToolCallId};
 use spin_sdk::http::{Method, Request};
 
-/// A public route's gate: the right method, then the bearer token.
-pub fn admit(req: &Request, method: Method) -> Result<(), ApiError> {
-    require_method(req, method)?;
-    crate::require_bearer(req)
-}
-
 /// A tool call id the client gave. A malformed one cannot name a call: a 404, like an unknown one.
 pub fn parse_call_id(raw: &str) -> Result<ToolCallId, ApiError> {
     ToolCallId::parse(raw).map_err(|_| ApiError::not_found("No tool call has that id."))

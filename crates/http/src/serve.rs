@@ -8,7 +8,7 @@ use spin_sdk::http::{Fields, Headers, IncomingRequest, OutgoingResponse, Request
 
 use crate::body::MAX_BODY_BYTES;
 use crate::response::error_response;
-use crate::trace::{self, Component, log_event, log_line};
+use gatehouse_platform::{Component, log_error, log_event, log_line};
 
 /// Work a handler wants done after its response has gone out.
 pub type AfterResponse = Pin<Box<dyn Future<Output = ()>>>;
@@ -61,7 +61,7 @@ pub async fn serve_with_body_limit<F, Fut>(
 {
     let clock = Instant::now();
     let headers = req.headers();
-    trace::begin(component, first_header(&headers, "traceparent").as_deref());
+    gatehouse_platform::begin_span(component, first_header(&headers, "traceparent").as_deref());
     let access = AccessLine::of(&req, &headers);
     let outcome = match read_request(req, headers, limit).await {
         Ok(request) => handler(request).await,
@@ -183,15 +183,6 @@ fn declared_length(headers: &Headers) -> Option<usize> {
 fn first_header(headers: &Headers, name: &str) -> Option<String> {
     let values = headers.get(name);
     values.first().and_then(|value| std::str::from_utf8(value).ok()).map(str::to_owned)
-}
-
-/// Logs a server-side failure with the operator-only detail. Client mistakes (4xx) are the
-/// client's to read and are not logged beyond the request's own line.
-pub fn log_error(error: &ApiError) {
-    if error.http_status() < 500 {
-        return;
-    }
-    log_event("error", &error.message, serde_json::json!({"code": error.code, "detail": error.detail}));
 }
 
 #[cfg(test)]

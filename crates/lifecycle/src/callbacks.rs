@@ -5,7 +5,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gatehouse_domain::callback::{self, CallbackKind, CheckpointCallback, CompletionCallback, ProgressCallback};
 use gatehouse_domain::{ApiError, Status};
-use gatehouse_http::{Method, OutboundResponse};
+use gatehouse_platform::Method;
+use gatehouse_platform::OutboundResponse;
 use gatehouse_store::{CallbackAttempt, ToolCall};
 use serde::Serialize;
 
@@ -105,7 +106,7 @@ pub(crate) async fn deliver(
     match try_deliver(ctx, call, kind, payload, attempts, patience).await {
         Ok(answer) => answer,
         Err(error) => {
-            gatehouse_http::log_line(
+            gatehouse_platform::log_line(
                 "warn",
                 &format!(
                     "{} callback for {}: {}",
@@ -140,7 +141,7 @@ async fn try_deliver(
     }
     let secret = ctx.config().callback_secret()?;
     let timeout = patience.timeout(ctx)?;
-    let traceparent = call.trace_id.as_deref().map(gatehouse_http::traceparent);
+    let traceparent = call.trace_id.as_deref().map(gatehouse_platform::traceparent);
 
     let mut last = None;
     let mut backoff = FIRST_BACKOFF;
@@ -153,7 +154,7 @@ async fn try_deliver(
             headers.push(("traceparent", traceparent));
         }
         let clock = Instant::now();
-        let outcome = gatehouse_http::send(Method::Post, &url, &headers, body.clone(), timeout).await;
+        let outcome = gatehouse_platform::send(Method::Post, &url, &headers, body.clone(), timeout).await;
         let elapsed = clock.elapsed().as_secs_f64() * 1000.0;
         let delivered = match &outcome {
             Ok(answer) => {
@@ -171,7 +172,7 @@ async fn try_deliver(
             break;
         }
         if attempt < attempts {
-            gatehouse_http::sleep(backoff).await;
+            gatehouse_platform::sleep(backoff).await;
             backoff *= 2;
         }
     }
@@ -202,6 +203,9 @@ fn record(
     let recorded = ctx.db().and_then(|db| gatehouse_store::record_callback_attempt(&db, &row).map_err(ApiError::from));
     ctx.release();
     if let Err(e) = recorded {
-        gatehouse_http::log_line("warn", &format!("recording a callback attempt: {}", e.detail.unwrap_or(e.message)));
+        gatehouse_platform::log_line(
+            "warn",
+            &format!("recording a callback attempt: {}", e.detail.unwrap_or(e.message)),
+        );
     }
 }

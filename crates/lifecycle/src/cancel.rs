@@ -74,7 +74,7 @@ pub(crate) async fn discard(ctx: &Ctx, call: &ToolCall, checkpoint: Checkpoint) 
         Err(e) => Err(e.to_string()),
     };
     if let Err(e) = outcome {
-        gatehouse_http::log_line("warn", &format!("discarding the prepared work of {}: {e}", call.tool_call_id));
+        gatehouse_platform::log_line("warn", &format!("discarding the prepared work of {}: {e}", call.tool_call_id));
     }
 }
 

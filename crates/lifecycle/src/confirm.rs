@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use gatehouse_domain::{ApiError, Status, ToolCallId};
-use gatehouse_http::Method;
+use gatehouse_platform::Method;
 use gatehouse_store::Transition;
 use serde::Deserialize;
 
@@ -36,7 +36,7 @@ pub async fn confirm(
     wait: Option<Duration>,
 ) -> Result<Outcome<Progress>, ApiError> {
     let callback_url = ctx.config().checked_callback_url(request.callback_url.as_deref())?;
-    let lease_owner = gatehouse_http::new_token();
+    let lease_owner = gatehouse_platform::new_token();
     let lease_seconds = ctx.config().lease_seconds()?;
     let db = ctx.db()?;
     match gatehouse_store::confirm_call(&db, id, &lease_owner, lease_seconds, callback_url.as_deref())? {
@@ -67,7 +67,7 @@ pub async fn resume(
                 .with_field("action", "must be proceed or cancel"));
         }
     }
-    let lease_owner = gatehouse_http::new_token();
+    let lease_owner = gatehouse_platform::new_token();
     let lease_seconds = ctx.config().lease_seconds()?;
     let db = ctx.db()?;
     match gatehouse_store::resume_call(&db, id, &lease_owner, lease_seconds)? {
@@ -100,7 +100,7 @@ async fn start(
     };
     ctx.release();
     let mut work = Box::pin(work);
-    let finished = gatehouse_http::within(wait, work.as_mut()).await.is_some();
+    let finished = gatehouse_platform::within(wait, work.as_mut()).await.is_some();
     let call = gatehouse_store::get_call(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
     let answer = if call.status == Status::Executing { running } else { Progress::Reached(Box::new(call)) };
     let outcome = Outcome::new(answer).waited(Some(wait));
@@ -114,30 +114,32 @@ pub(crate) async fn hand_to_executor(ctx: Ctx, request: DriveRequest, trace_id: 
     ctx.release();
     let url = match ctx.config().executor_drive_url() {
         Ok(url) => url,
-        Err(e) => return gatehouse_http::log_error(&e),
+        Err(e) => return gatehouse_platform::log_error(&e),
     };
     let body = match serde_json::to_vec(&request) {
         Ok(body) => body,
-        Err(e) => return gatehouse_http::log_line("error", &format!("encoding a drive request: {e}")),
+        Err(e) => return gatehouse_platform::log_line("error", &format!("encoding a drive request: {e}")),
     };
-    let signature = match gatehouse_http::service_signature(&Method::Post, &url, &body) {
+    let signature = match gatehouse_platform::service_signature(&Method::Post, &url, &body) {
         Ok(signature) => signature,
-        Err(e) => return gatehouse_http::log_error(&e),
+        Err(e) => return gatehouse_platform::log_error(&e),
     };
     let timeout = Duration::from_secs_f64(lease_seconds.max(1.0));
-    let traceparent = gatehouse_http::traceparent(&trace_id.unwrap_or_else(gatehouse_http::trace_id));
+    let traceparent = gatehouse_platform::traceparent(&trace_id.unwrap_or_else(gatehouse_platform::trace_id));
     let mut headers = vec![("content-type", "application/json"), ("traceparent", traceparent.as_str())];
     if let Some((name, value)) = &signature {
         headers.push((name, value));
     }
-    let outcome = gatehouse_http::send(Method::Post, &url, &headers, body, timeout).await;
+    let outcome = gatehouse_platform::send(Method::Post, &url, &headers, body, timeout).await;
     match outcome {
         Ok(answer) if answer.is_success() => {}
         // The lease runs out and the sweeper takes the call up again: nothing is lost.
-        Ok(answer) => gatehouse_http::log_line(
+        Ok(answer) => gatehouse_platform::log_line(
             "warn",
             &format!("the executor answered HTTP {} for {}", answer.status, request.tool_call_id),
         ),
-        Err(e) => gatehouse_http::log_line("warn", &format!("handing {} to the executor: {e}", request.tool_call_id)),
+        Err(e) => {
+            gatehouse_platform::log_line("warn", &format!("handing {} to the executor: {e}", request.tool_call_id))
+        }
     }
 }

@@ -49,7 +49,7 @@ impl Ctx {
         if let Some(connection) = self.connection.borrow().as_ref() {
             return Ok(connection.clone());
         }
-        let connection = Rc::new(gatehouse_http::open_db()?);
+        let connection = Rc::new(gatehouse_platform::open_db()?);
         *self.connection.borrow_mut() = Some(connection.clone());
         Ok(connection)
     }

@@ -73,7 +73,7 @@ pub async fn create(
         .map_err(|e| tool_error(e, &entry.name))?;
 
     let fingerprint = fingerprint(&session_id, &entry.name, parameters, &request);
-    let new_id = gatehouse_http::new_tool_call_id();
+    let new_id = gatehouse_platform::new_tool_call_id();
     let call = NewCall {
         tool_call_id: &new_id,
         session_id: &session_id,

@@ -12,7 +12,7 @@
 use gatehouse_domain::callback::RelayDecision;
 use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest};
 use gatehouse_domain::{ApiError, SessionId, ToolCallId};
-use gatehouse_http::Component;
+use gatehouse_platform::Component;
 use gatehouse_store::{Created, NewCall, ToolCall, Transition};
 use gatehouse_tool::history::{Execution, Outcome as Ran, ToolIdentity};
 use gatehouse_tool::{Tool, ToolError, ToolFailure};
@@ -65,7 +65,7 @@ impl DirectFlow {
     ) -> Result<ToolCall, ApiError> {
         let session_id = crate::session_id(&envelope.session_id)?;
         let identity = gatehouse_tool::identity(tool, component);
-        let trace_id = gatehouse_http::trace_id();
+        let trace_id = gatehouse_platform::trace_id();
         let parameters = validate(tool, &identity, &session_id, parameters, &trace_id)?;
         let (call, lease_owner) = record(ctx, tool, &identity, envelope, &session_id, &parameters, &trace_id)?;
         let mut policy = InProcess { ctx: ctx.clone(), flow: *self, tool, identity, waiting: None };
@@ -108,7 +108,7 @@ fn record<T: Tool>(
 ) -> Result<(ToolCall, String), ApiError> {
     let config = ctx.config();
     let callback_url = config.checked_callback_url(Some(&envelope.callback_url))?;
-    let id = gatehouse_http::new_tool_call_id();
+    let id = gatehouse_platform::new_tool_call_id();
     let summary = tool.summarize(parameters);
     let new_call = NewCall {
         tool_call_id: &id,
@@ -129,7 +129,7 @@ fn record<T: Tool>(
     if !matches!(gatehouse_store::insert_call(&db, &new_call)?, Created::New(_)) {
         return Err(ApiError::internal().with_detail("a new call without an Idempotency-Key was not created"));
     }
-    let lease_owner = gatehouse_http::new_token();
+    let lease_owner = gatehouse_platform::new_token();
     match gatehouse_store::confirm_call(&db, &id, &lease_owner, config.lease_seconds()?, callback_url.as_deref())? {
         Transition::Applied { after, .. } => Ok((*after, lease_owner)),
         _ => Err(ApiError::internal().with_detail(format!("{id} could not be confirmed right after its creation"))),

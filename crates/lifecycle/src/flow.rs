@@ -231,7 +231,7 @@ impl Walker<'_> {
             }
             ToolError::Crashed(detail) => {
                 let problem = format!("the tool crashed during {}: {detail}", operation.as_str());
-                gatehouse_http::log_line("warn", &format!("{id}: {problem}"));
+                gatehouse_platform::log_line("warn", &format!("{id}: {problem}"));
                 gatehouse_store::release_lease(&*self.ctx.db()?, &id, self.owner, &problem)?;
                 Ok(())
             }

@@ -25,7 +25,7 @@ pub async fn status(ctx: &Ctx, id: &ToolCallId, wait: Option<Duration>) -> Resul
             return Ok(Outcome::new(call).waited(wait));
         }
         ctx.release();
-        gatehouse_http::sleep(POLL_INTERVAL).await;
+        gatehouse_platform::sleep(POLL_INTERVAL).await;
     }
 }
 

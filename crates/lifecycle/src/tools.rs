@@ -46,7 +46,7 @@ pub async fn describe_tools(ctx: &Ctx) -> Result<Vec<(RegistryEntry, Option<Tool
         let described = match ctx.config().tool(&entry.name, &entry.component)?.describe().await {
             Ok(description) => Some(description),
             Err(e) => {
-                gatehouse_http::log_line("warn", &format!("describing {}: {e}", entry.component));
+                gatehouse_platform::log_line("warn", &format!("describing {}: {e}", entry.component));
                 None
             }
         };

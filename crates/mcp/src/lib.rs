@@ -81,7 +81,7 @@ async fn answer(component: Component, id: &Value, method: &str, params: &Value) 
 /// A failure that is neither the client's nor a tool's (the registry could not be read, say):
 /// JSON-RPC's internal error, with the route's own sentence.
 fn internal(error: ApiError) -> RpcError {
-    gatehouse_http::log_error(&error);
+    gatehouse_platform::log_error(&error);
     RpcError::new(-32603, error.message)
 }
 

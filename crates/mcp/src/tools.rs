@@ -186,7 +186,7 @@ pub async fn call(ctx: &Ctx, params: &Value) -> Result<(Value, Option<FollowUp>)
     Ok(match outcome {
         Ok(outcome) => (tool_result(&outcome.answer, false), outcome.follow_up),
         Err(error) => {
-            gatehouse_http::log_error(&error);
+            gatehouse_platform::log_error(&error);
             (tool_result(&error, true), None)
         }
     })
@@ -217,7 +217,7 @@ fn plain<T: Serialize>(answer: Result<T, ApiError>) -> Answered {
 async fn request_tool(ctx: &Ctx, mut arguments: Map<String, Value>) -> Answered {
     let idempotency_key = take::<String>(&mut arguments, "idempotency_key")?;
     let request: CreateRequest = gatehouse_http::from_json_value(Value::Object(arguments))?;
-    let trace_id = gatehouse_http::trace_id();
+    let trace_id = gatehouse_platform::trace_id();
     plain(gatehouse_lifecycle::create(ctx, request, idempotency_key.as_deref(), &trace_id).await)
 }
 

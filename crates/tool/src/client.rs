@@ -3,7 +3,7 @@ use std::time::Duration;
 use gatehouse_domain::contract::{
     Checkpoint, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
 };
-use gatehouse_http::Method;
+use gatehouse_platform::Method;
 use serde::de::DeserializeOwned;
 
 use crate::history::{Execution, Outcome, ToolIdentity};
@@ -96,16 +96,16 @@ impl ToolClient {
             None => (Method::Get, Vec::new()),
         };
         let mut headers = vec![("content-type", "application/json")];
-        let traceparent = request.and_then(|r| r.trace_id.as_deref()).map(gatehouse_http::traceparent);
+        let traceparent = request.and_then(|r| r.trace_id.as_deref()).map(gatehouse_platform::traceparent);
         if let Some(traceparent) = &traceparent {
             headers.push(("traceparent", traceparent));
         }
-        let signature = gatehouse_http::service_signature(&method, &url, &body)
+        let signature = gatehouse_platform::service_signature(&method, &url, &body)
             .map_err(|e| ToolError::Crashed(format!("signing the request: {}", e.message)))?;
         if let Some((name, value)) = &signature {
             headers.push((name, value));
         }
-        let answer = gatehouse_http::send(method, &url, &headers, body, self.timeout)
+        let answer = gatehouse_platform::send(method, &url, &headers, body, self.timeout)
             .await
             .map_err(|e| ToolError::Crashed(format!("{} {}: {e}", self.component, op.as_str())))?;
         let crashed = |what: String| ToolError::Crashed(format!("{} {}: {what}", self.component, op.as_str()));

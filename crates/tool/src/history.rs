@@ -116,11 +116,11 @@ impl Finished {
             error: self.error.as_deref(),
             trace_id: execution.trace_id.as_deref(),
         };
-        let written = gatehouse_http::open_db()
+        let written = gatehouse_platform::open_db()
             .and_then(|db| gatehouse_store::record_tool_execution(&db, &row).map_err(ApiError::from));
         if let Err(error) = written {
             let problem = error.detail.unwrap_or(error.message);
-            gatehouse_http::log_line("warn", &format!("recording a tool execution: {problem}"));
+            gatehouse_platform::log_line("warn", &format!("recording a tool execution: {problem}"));
         }
     }
 }

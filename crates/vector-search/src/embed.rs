@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use gatehouse_http::Method;
+use gatehouse_platform::Method;
 use serde::Deserialize;
 use serde_json::json;
 use spin_sdk::llm;
@@ -96,7 +96,7 @@ async fn remote(url: &str, model: &str, api_key: &str, text: &str) -> Result<Opt
     if !api_key.is_empty() {
         headers.push(("authorization", authorization.as_str()));
     }
-    let answer = gatehouse_http::send(Method::Post, url, &headers, body, REMOTE_TIMEOUT)
+    let answer = gatehouse_platform::send(Method::Post, url, &headers, body, REMOTE_TIMEOUT)
         .await
         .map_err(|e| SearchError::Embedding(format!("{url}: {e}")))?;
     // The body of an error answer is not repeated: some services quote the key back in it.

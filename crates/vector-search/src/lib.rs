@@ -118,7 +118,7 @@ pub async fn search(query: &SearchQuery, embedder: &Embedder) -> Result<SearchRe
     let clock = Instant::now();
     let embedding = embedder.embed(&query.semantic_query).await?;
     let embedding_ms = clock.elapsed().as_secs_f64() * 1000.0;
-    let db = gatehouse_http::open_db().map_err(|e| SearchError::Database(e.detail.unwrap_or(e.message)))?;
+    let db = gatehouse_platform::open_db().map_err(|e| SearchError::Database(e.detail.unwrap_or(e.message)))?;
     let clock = Instant::now();
     let found = search::run(&db, query, &embedding)?;
     let search_ms = clock.elapsed().as_secs_f64() * 1000.0;
@@ -146,7 +146,7 @@ pub fn remember(
         "metrics": result.metrics,
         "documents": result.documents,
     });
-    let db = gatehouse_http::open_db().map_err(|e| SearchError::Database(e.detail.unwrap_or(e.message)))?;
+    let db = gatehouse_platform::open_db().map_err(|e| SearchError::Database(e.detail.unwrap_or(e.message)))?;
     gatehouse_store::session_context_put(&db, session_id.as_str(), CONTEXT_KEY, &value, ttl)
         .map_err(|e| SearchError::Database(e.to_string()))
 }

@@ -75,6 +75,6 @@ fn executed(result: search::SearchResult, stored: bool) -> Executed {
 
 /// The operator reads what went wrong in the log; the caller hears a sentence.
 fn failed(error: search::SearchError) -> ToolFailure {
-    gatehouse_http::log_line("warn", &format!("query_vector_db: {error}"));
+    gatehouse_platform::log_line("warn", &format!("query_vector_db: {error}"));
     ToolFailure::new(error.spoken())
 }

@@ -1,13 +1,14 @@
 //! Where this request sits in a trace (W3C Trace Context), and the JSON log lines that say so.
 //!
 //! Spin gives every request a fresh component instance, and an instance runs one thread, so
-//! the request's context is a thread-local that [`crate::serve`] sets before the handler runs.
+//! the request's context is a thread-local that the HTTP server sets (see [`begin_span`]).
 //! Every log line the instance writes then carries the component, the trace id and the span,
 //! without each call site having to pass them along.
 
 use std::cell::RefCell;
 use std::io::Write;
 
+use gatehouse_domain::ApiError;
 use serde_json::{Map, Value, json};
 
 use crate::random::{hex, random_bytes};
@@ -40,7 +41,8 @@ thread_local! {
 }
 
 /// Starts this instance's span: in the trace of the request's `traceparent`, or in a new trace.
-pub(crate) fn begin(component: Component, traceparent: Option<&str>) {
+/// The HTTP server calls it once per request, before the handler runs.
+pub fn begin_span(component: Component, traceparent: Option<&str>) {
     let parent = traceparent.and_then(parse_traceparent);
     let (trace_id, parent_span_id) = match parent {
         Some((trace, span)) => (trace, Some(span)),
@@ -95,6 +97,15 @@ pub fn log_event(level: &str, message: &str, fields: Value) {
 /// One JSON log line from a component.
 pub fn log_line(level: &str, message: &str) {
     log_event(level, message, Value::Null);
+}
+
+/// Logs a server-side failure with the operator-only detail. Client mistakes (4xx) are the
+/// client's to read and are not logged beyond the request's own line.
+pub fn log_error(error: &ApiError) {
+    if error.http_status() < 500 {
+        return;
+    }
+    log_event("error", &error.message, serde_json::json!({"code": error.code, "detail": error.detail}));
 }
 
 /// The trace id and parent span of a valid `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`).

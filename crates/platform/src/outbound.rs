@@ -7,7 +7,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use spin_sdk::http::{Method, Request, Response};
+pub use spin_sdk::http::Method;
+use spin_sdk::http::{Request, Response};
 use wasi::clocks::monotonic_clock;
 
 /// What came back from an outbound request.

@@ -1,0 +1,54 @@
+//! Signed service calls between hosts: the tool contract and the executor hand-off, signed
+//! with `contract_secret` (see `gatehouse_domain::service_auth`). The receiving side checks
+//! them in `gatehouse_http::require_service_request`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use gatehouse_domain::{ApiError, service_auth};
+use spin_sdk::http::Method;
+use spin_sdk::variables;
+
+/// The variable holding the key that signs service requests crossing hosts: the tool
+/// contract and the executor hand-off (see `gatehouse_domain::service_auth`).
+const CONTRACT_SECRET: &str = "contract_secret";
+
+/// The signature header for a service request to `url`, when `contract_secret` is set.
+pub fn service_signature(method: &Method, url: &str, body: &[u8]) -> Result<Option<(&'static str, String)>, ApiError> {
+    let Some(secret) = contract_secret()? else { return Ok(None) };
+    let signature = service_auth::sign(secret.as_bytes(), unix_now(), &method.to_string(), path_of(url), body);
+    Ok(Some((service_auth::SIGNATURE_HEADER, signature)))
+}
+
+/// The key that signs service calls; `None` when the operator set none.
+pub fn contract_secret() -> Result<Option<String>, ApiError> {
+    let secret = variables::get(CONTRACT_SECRET)
+        .map_err(|e| ApiError::internal().with_detail(format!("reading the {CONTRACT_SECRET} variable: {e:?}")))?;
+    Ok(Some(secret).filter(|secret| !secret.is_empty()))
+}
+
+/// Seconds since the Unix epoch, for signature timestamps.
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+}
+
+/// The path of an absolute URL (`http://host:1/a/b?q` is `/a/b`), as the receiver sees it.
+fn path_of(url: &str) -> &str {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path_and_query = after_scheme.find('/').map_or("/", |start| &after_scheme[start..]);
+    path_and_query.split(['?', '#']).next().unwrap_or("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signs_the_path_the_receiver_sees() {
+        assert_eq!(path_of("http://gmail.spin.internal/tool/prepare"), "/tool/prepare");
+        assert_eq!(
+            path_of("https://tools.example.com:8443/internal/tools/gmail/tool/execute?x=1"),
+            "/internal/tools/gmail/tool/execute"
+        );
+        assert_eq!(path_of("http://host"), "/");
+    }
+}
