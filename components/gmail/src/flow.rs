@@ -9,54 +9,33 @@
 use gatehouse_domain::Status;
 use gatehouse_gmail::GmailTool;
 use gatehouse_http::{ApiError, Component, Reply, Request};
-use gatehouse_lifecycle::{Ctx, DirectFlow, Envelope, Gate};
+use gatehouse_lifecycle::{Ctx, DirectFlow, Gate};
 use gatehouse_store::ToolCall;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 const FLOW: DirectFlow = DirectFlow {
     before_work: Gate { name: "PREPARING", progress: "Preparing your email." },
     at_checkpoint: Some("READY_TO_SEND"),
 };
 
-#[derive(Debug, Deserialize)]
+/// The tool's own fields of the request; absent optional ones are left out of the parameters.
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct DirectRequest {
-    session_id: String,
-    #[serde(default)]
-    intent_id: Option<String>,
-    #[serde(default)]
-    connection_id: Option<String>,
-    callback_url: String,
+struct EmailFields {
     to: Value,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     cc: Option<Value>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     bcc: Option<Value>,
     subject: Value,
     body: Value,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     reference_context: Option<Value>,
 }
 
 pub async fn execute_gmail(component: Component, req: Request) -> Result<Reply, ApiError> {
-    let request: DirectRequest = gatehouse_http::read_json(&req)?;
-    let envelope = Envelope {
-        session_id: request.session_id,
-        intent_id: request.intent_id,
-        connection_id: request.connection_id,
-        callback_url: request.callback_url,
-    };
-    let fields = [
-        ("to", Some(request.to)),
-        ("cc", request.cc),
-        ("bcc", request.bcc),
-        ("subject", Some(request.subject)),
-        ("body", Some(request.body)),
-        ("reference_context", request.reference_context),
-    ];
-    let parameters: Map<String, Value> =
-        fields.into_iter().filter_map(|(name, value)| Some((name.to_owned(), value?))).collect();
+    let (envelope, parameters) = gatehouse_rest::direct_request::<EmailFields>(&req)?;
     let call = FLOW.run(&Ctx::new(), &GmailTool, component, &envelope, parameters).await?;
     Ok(gatehouse_rest::ok(&answer(&call)))
 }

@@ -9,43 +9,29 @@
 
 use gatehouse_domain::Status;
 use gatehouse_http::{ApiError, Component, Reply, Request};
-use gatehouse_lifecycle::{Ctx, DirectFlow, Envelope, Gate};
+use gatehouse_lifecycle::{Ctx, DirectFlow, Gate};
 use gatehouse_store::ToolCall;
 use gatehouse_vector_search::VectorQuery;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 /// No checkpoint: the search has no irreversible step worth a second confirmation.
 const FLOW: DirectFlow =
     DirectFlow { before_work: Gate { name: "QUERYING", progress: "Searching the documents." }, at_checkpoint: None };
 
-#[derive(Debug, Deserialize)]
+/// The tool's own fields of the request, checked by the tool, which names the field of every
+/// problem (a 422, not a 400); absent ones are left out of the parameters.
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct DirectRequest {
-    session_id: String,
-    #[serde(default)]
-    intent_id: Option<String>,
-    #[serde(default)]
-    connection_id: Option<String>,
-    callback_url: String,
-    /// Checked by the tool, which names the field of every problem (a 422, not a 400).
-    #[serde(default)]
+struct QueryFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     user_query: Option<Value>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     structured_query: Option<Value>,
 }
 
 pub async fn query_vector_db(component: Component, req: Request) -> Result<Reply, ApiError> {
-    let request: DirectRequest = gatehouse_http::read_json(&req)?;
-    let envelope = Envelope {
-        session_id: request.session_id,
-        intent_id: request.intent_id,
-        connection_id: request.connection_id,
-        callback_url: request.callback_url,
-    };
-    let fields = [("user_query", request.user_query), ("structured_query", request.structured_query)];
-    let parameters: Map<String, Value> =
-        fields.into_iter().filter_map(|(name, value)| Some((name.to_owned(), value?))).collect();
+    let (envelope, parameters) = gatehouse_rest::direct_request::<QueryFields>(&req)?;
     let call = FLOW.run(&Ctx::new(), &VectorQuery, component, &envelope, parameters).await?;
     Ok(gatehouse_rest::ok(&answer(&call)))
 }

@@ -12,10 +12,11 @@
 use gatehouse_domain::callback::RelayDecision;
 use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest};
 use gatehouse_domain::{ApiError, SessionId, ToolCallId};
-use gatehouse_platform::Component;
+use gatehouse_platform::{Component, OutboundResponse};
 use gatehouse_store::{Created, NewCall, ToolCall, Transition};
 use gatehouse_tool::history::{Execution, Outcome as Ran, ToolIdentity};
 use gatehouse_tool::{Tool, ToolError, ToolFailure};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::flow::{After, Decision, Policy};
@@ -42,13 +43,21 @@ pub struct DirectFlow {
 }
 
 /// What every direct flow's request carries besides the tool's own parameters.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Envelope {
     pub session_id: String,
+    #[serde(default)]
     pub intent_id: Option<String>,
+    #[serde(default)]
     pub connection_id: Option<String>,
     /// Required: a gate with nobody to ask could only ever cancel.
     pub callback_url: String,
+}
+
+impl Envelope {
+    /// The envelope's fields, which a request body carries beside the tool's own.
+    pub const FIELDS: [&'static str; 4] = ["session_id", "intent_id", "connection_id", "callback_url"];
 }
 
 impl DirectFlow {
@@ -157,14 +166,22 @@ impl<T: Tool> InProcess<'_, T> {
     /// an explicit continue goes on; anything else cancels the call (SPEC §6: fail closed).
     async fn gate(&mut self, call: &ToolCall, gate: &str, progress: &str, next: Operation, confirm: bool) -> Decision {
         let waiting = self.execution(next, Some(&call.tool_call_id), call.trace_id.as_deref());
-        let answer = callbacks::gate(&self.ctx, call, gate, progress, confirm).await;
-        let (status, body) = answer.map_or((None, Vec::new()), |a| (Some(a.status), a.body));
-        match RelayDecision::at_gate(status, &body) {
-            RelayDecision::Continue => Decision::Continue,
-            RelayDecision::Cancel { reason } => {
-                self.waiting = Some(waiting);
-                Decision::Cancel { reason: format!("at {gate}: {reason}"), operation: next }
-            }
+        let decision = gate_decision(gate, next, callbacks::gate(&self.ctx, call, gate, progress, confirm).await);
+        if let Decision::Cancel { .. } = decision {
+            self.waiting = Some(waiting);
+        }
+        decision
+    }
+}
+
+/// The relay's answer at `gate`, before `next`: only an explicit continue goes on; no answer,
+/// an error or anything else cancels (SPEC §6: fail closed), and the reason names the gate.
+fn gate_decision(gate: &str, next: Operation, answer: Option<OutboundResponse>) -> Decision {
+    let (status, body) = answer.map_or((None, Vec::new()), |a| (Some(a.status), a.body));
+    match RelayDecision::at_gate(status, &body) {
+        RelayDecision::Continue => Decision::Continue,
+        RelayDecision::Cancel { reason } => {
+            Decision::Cancel { reason: format!("at {gate}: {reason}"), operation: next }
         }
     }
 }
@@ -212,5 +229,39 @@ impl<T: Tool> Policy for InProcess<'_, T> {
         let execution =
             waiting.unwrap_or_else(|| self.execution(operation, Some(&call.tool_call_id), call.trace_id.as_deref()));
         execution.end(Ran::Cancelled, Some(reason)).write();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(status: u16, body: &str) -> Option<OutboundResponse> {
+        Some(OutboundResponse { status, headers: Vec::new(), body: body.as_bytes().to_vec() })
+    }
+
+    #[test]
+    fn a_gate_goes_on_only_when_the_relay_says_continue() {
+        let decide = |answer| gate_decision("READY_TO_SEND", Operation::Execute, answer);
+        assert_eq!(decide(answered(200, r#"{"continue": true}"#)), Decision::Continue);
+        let cancelled = |reason: &str| Decision::Cancel {
+            reason: format!("at READY_TO_SEND: {reason}"),
+            operation: Operation::Execute,
+        };
+        assert_eq!(decide(None), cancelled("the relay could not be reached"));
+        assert_eq!(decide(answered(503, r#"{"continue": true}"#)), cancelled("the relay answered HTTP 503"));
+        assert_eq!(decide(answered(200, "{}")), cancelled("the relay did not say continue"));
+        assert_eq!(decide(answered(200, "yes")), cancelled("the relay did not say continue"));
+        assert_eq!(decide(answered(200, r#"{"cancel": true, "reason": "wrong person"}"#)), cancelled("wrong person"));
+    }
+
+    #[test]
+    fn the_envelope_lists_its_own_fields() {
+        let body = serde_json::json!({"session_id": "s", "callback_url": "https://relay.example/cb"});
+        let envelope: Envelope = serde_json::from_value(body).expect("an envelope");
+        assert_eq!((envelope.intent_id, envelope.connection_id), (None, None));
+        let every_field: serde_json::Map<String, Value> =
+            Envelope::FIELDS.iter().map(|name| ((*name).to_owned(), Value::String("x".into()))).collect();
+        assert!(serde_json::from_value::<Envelope>(Value::Object(every_field)).is_ok(), "FIELDS names every field");
     }
 }

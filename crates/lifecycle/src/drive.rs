@@ -6,6 +6,7 @@
 use gatehouse_domain::callback::RelayDecision;
 use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRequest};
 use gatehouse_domain::{ApiError, Status, ToolCallId};
+use gatehouse_platform::OutboundResponse;
 use gatehouse_store::ToolCall;
 use gatehouse_tool::history::record_cancelled;
 use gatehouse_tool::{ToolClient, ToolError};
@@ -40,6 +41,16 @@ pub async fn drive(ctx: &Ctx, request: DriveRequest) -> Result<Outcome<Driven>, 
     Ok(Outcome::new(Driven { tool_call_id: id.clone() }).then(After::run_all(ctx.clone(), after)))
 }
 
+/// The relay's answer to the progress callback before `prepare`: advisory, so only an explicit
+/// cancel stops the call, and no answer at all lets it go on.
+fn progress_decision(answer: Option<OutboundResponse>) -> Decision {
+    let (status, body) = answer.map_or((None, Vec::new()), |a| (Some(a.status), a.body));
+    match RelayDecision::advisory(status, &body) {
+        RelayDecision::Continue => Decision::Continue,
+        RelayDecision::Cancel { reason } => Decision::Cancel { reason, operation: Operation::Prepare },
+    }
+}
+
 struct Executor {
     ctx: Ctx,
     tool: ToolClient,
@@ -47,12 +58,7 @@ struct Executor {
 
 impl Policy for Executor {
     async fn before_work(&mut self, call: &ToolCall) -> Decision {
-        let answer = callbacks::progress(&self.ctx, call, "preparing", "PREPARING").await;
-        let (status, body) = answer.map_or((None, Vec::new()), |a| (Some(a.status), a.body));
-        match RelayDecision::advisory(status, &body) {
-            RelayDecision::Continue => Decision::Continue,
-            RelayDecision::Cancel { reason } => Decision::Cancel { reason, operation: Operation::Prepare },
-        }
+        progress_decision(callbacks::progress(&self.ctx, call, "preparing", "PREPARING").await)
     }
 
     async fn at_checkpoint(&mut self, _call: &ToolCall, _checkpoint: &Checkpoint) -> Decision {
@@ -69,5 +75,28 @@ impl Policy for Executor {
 
     fn cancelled(&mut self, call: &ToolCall, operation: Operation, reason: &str) {
         record_cancelled(self.tool.identity(), operation, &call.tool_call_id, call.trace_id.as_deref(), reason);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(status: u16, body: &str) -> Option<OutboundResponse> {
+        Some(OutboundResponse { status, headers: Vec::new(), body: body.as_bytes().to_vec() })
+    }
+
+    #[test]
+    fn the_progress_callback_is_advisory() {
+        assert_eq!(progress_decision(None), Decision::Continue, "no relay, or no answer");
+        assert_eq!(progress_decision(answered(500, "")), Decision::Continue);
+        assert_eq!(progress_decision(answered(200, "not json")), Decision::Continue);
+        assert_eq!(progress_decision(answered(200, r#"{"continue": false}"#)), Decision::Continue);
+    }
+
+    #[test]
+    fn only_an_explicit_cancel_stops_the_executor_and_prepare_does_not_run() {
+        let decision = progress_decision(answered(200, r#"{"cancel": true, "reason": "caller hung up"}"#));
+        assert_eq!(decision, Decision::Cancel { reason: "caller hung up".into(), operation: Operation::Prepare });
     }
 }

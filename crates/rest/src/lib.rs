@@ -3,9 +3,12 @@
 //! operation's follow-up work run once the response is out. The MCP endpoint is the other
 //! face of the same answers.
 
-use gatehouse_http::{Reply, json_response};
-use gatehouse_lifecycle::{Outcome, Progress};
+use gatehouse_domain::ApiError;
+use gatehouse_http::{Reply, Request, json_response};
+use gatehouse_lifecycle::{Envelope, Outcome, Progress};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
 /// `200 OK` with the answer.
 pub fn ok(answer: &impl Serialize) -> Reply {
@@ -41,5 +44,22 @@ fn answer_with<T: Serialize>(status: u16, outcome: Outcome<T>) -> Reply {
     match outcome.follow_up {
         Some(work) => reply.then(work),
         None => reply,
+    }
+}
+
+/// A direct flow's request body: the [`Envelope`] every direct flow takes, and the tool's own
+/// fields as `F` declares them (with `deny_unknown_fields`, so a field neither knows is
+/// refused), handed on as the tool's parameters.
+pub fn direct_request<F: DeserializeOwned + Serialize>(
+    req: &Request,
+) -> Result<(Envelope, Map<String, Value>), ApiError> {
+    let mut body: Map<String, Value> = gatehouse_http::read_json(req)?;
+    let envelope: Map<String, Value> =
+        Envelope::FIELDS.iter().filter_map(|name| Some(((*name).to_owned(), body.remove(*name)?))).collect();
+    let envelope: Envelope = gatehouse_http::from_json_value(Value::Object(envelope))?;
+    let fields: F = gatehouse_http::from_json_value(Value::Object(body))?;
+    match serde_json::to_value(fields) {
+        Ok(Value::Object(parameters)) => Ok((envelope, parameters)),
+        _ => Err(ApiError::internal().with_detail("a direct flow's fields did not serialize as an object")),
     }
 }
