@@ -235,10 +235,7 @@ impl<T: Tool> Policy for InProcess<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn answered(status: u16, body: &str) -> Option<OutboundResponse> {
-        Some(OutboundResponse { status, headers: Vec::new(), body: body.as_bytes().to_vec() })
-    }
+    use crate::flow::answered;
 
     #[test]
     fn a_gate_goes_on_only_when_the_relay_says_continue() {

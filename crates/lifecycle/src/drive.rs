@@ -81,10 +81,7 @@ impl Policy for Executor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn answered(status: u16, body: &str) -> Option<OutboundResponse> {
-        Some(OutboundResponse { status, headers: Vec::new(), body: body.as_bytes().to_vec() })
-    }
+    use crate::flow::answered;
 
     #[test]
     fn the_progress_callback_is_advisory() {

@@ -278,3 +278,9 @@ pub(crate) fn tool_request(call: &ToolCall) -> ToolRequest {
         trace_id: call.trace_id.clone(),
     }
 }
+
+/// A relay's answer, for the tests of the policies' decisions.
+#[cfg(test)]
+pub(crate) fn answered(status: u16, body: &str) -> Option<gatehouse_platform::OutboundResponse> {
+    Some(gatehouse_platform::OutboundResponse { status, headers: Vec::new(), body: body.as_bytes().to_vec() })
+}
