@@ -34,7 +34,7 @@ pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
 pub fn require_service_request(req: &Request) -> Result<(), ApiError> {
     let secret = gatehouse_platform::contract_secret()?;
     let Some(secret) = secret else {
-        return match crate::matched_route(req) {
+        return match crate::route::matched_route(req) {
             Some(crate::CHAINED_ROUTE) => Ok(()),
             _ => Err(ApiError::unauthorized()),
         };

@@ -38,9 +38,9 @@ pub use body::{
 /// Which component is serving: [`serve`] names it in every log line.
 pub use gatehouse_platform::{Component, this_component};
 pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
-pub use route::{CHAINED_ROUTE, header, matched_route, parse_call_id, prefer_wait, query_param, require_method};
+pub use route::{CHAINED_ROUTE, header, parse_call_id, prefer_wait, query_param, require_method};
 pub use router::{Access, Params, Router};
-pub use serve::{AfterResponse, Reply, reply_or_error, serve, serve_with_body_limit};
+pub use serve::{AfterResponse, Reply, serve};
 
 pub use gatehouse_domain::{ApiError, ErrorCode};
 

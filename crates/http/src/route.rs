@@ -33,7 +33,7 @@ pub(crate) fn decode_path_param(name: &str, raw: Option<&str>) -> Result<String,
 /// request that came by service chaining. [`crate::Router`] dispatches on this, not on the
 /// path: `/get-session-context/` (a trailing slash) matches the route `/get-session-context`
 /// but is not that path.
-pub fn matched_route(req: &Request) -> Option<&str> {
+pub(crate) fn matched_route(req: &Request) -> Option<&str> {
     header(req, "spin-matched-route")
 }
 

@@ -45,20 +45,7 @@ where
     F: FnOnce(Request) -> Fut,
     Fut: Future<Output = Result<Reply, ApiError>>,
 {
-    serve_with_body_limit(component, req, out, MAX_BODY_BYTES, handler).await
-}
-
-/// [`serve`] with a different body cap, for the rare route that needs one.
-pub async fn serve_with_body_limit<F, Fut>(
-    component: Component,
-    req: IncomingRequest,
-    out: ResponseOutparam,
-    limit: usize,
-    handler: F,
-) where
-    F: FnOnce(Request) -> Fut,
-    Fut: Future<Output = Result<Reply, ApiError>>,
-{
+    let limit = MAX_BODY_BYTES;
     let clock = Instant::now();
     let headers = req.headers();
     gatehouse_platform::begin_span(component, first_header(&headers, "traceparent").as_deref());
@@ -77,7 +64,7 @@ pub async fn serve_with_body_limit<F, Fut>(
 }
 
 /// The handler's reply, or the response for its error (logged if it is ours, a 5xx).
-pub fn reply_or_error(outcome: Result<Reply, ApiError>) -> Reply {
+fn reply_or_error(outcome: Result<Reply, ApiError>) -> Reply {
     outcome.unwrap_or_else(|error| {
         log_error(&error);
         error_response(&error).into()

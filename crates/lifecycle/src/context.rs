@@ -36,11 +36,12 @@ impl Ctx {
     }
 
     /// A context whose settings are the given values, not Spin variables.
-    pub fn with_settings(values: &[(&str, &str)]) -> Ctx {
+    #[cfg(test)]
+    pub(crate) fn with_settings(values: &[(&str, &str)]) -> Ctx {
         Ctx { config: Rc::new(Config::fixed(values)), connection: Rc::default() }
     }
 
-    pub fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Config {
         &self.config
     }
 
@@ -63,13 +64,14 @@ impl Ctx {
 /// The lifecycle's settings. Each component declares the variables it reads in spin.toml, so
 /// a setting is read only when an operation needs it, and then once per request.
 #[derive(Default)]
-pub struct Config {
+pub(crate) struct Config {
     /// Values given up front instead of Spin variables.
     fixed: Option<HashMap<String, String>>,
     read: RefCell<HashMap<&'static str, String>>,
 }
 
 impl Config {
+    #[cfg(test)]
     fn fixed(values: &[(&str, &str)]) -> Config {
         let fixed = values.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect();
         Config { fixed: Some(fixed), read: RefCell::default() }

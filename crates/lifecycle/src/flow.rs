@@ -99,6 +99,7 @@ impl Walker<'_> {
         }
         let mut checkpoint = self.call().checkpoint.clone();
         if self.call().prepared_at.is_none() {
+            // The connection rule (see `Ctx`): nothing is held while the policy or the tool works.
             self.ctx.release();
             let decision = policy.before_work(self.call()).await;
             if let Step::Stop = self.decided(decision, policy).await? {
@@ -196,8 +197,11 @@ impl Walker<'_> {
 
     /// Acts on the policy's decision before a step.
     async fn decided(&mut self, decision: Decision, policy: &mut impl Policy) -> Result<Step, ApiError> {
-        let Decision::Cancel { reason, operation } = decision else {
-            return Ok(Step::Next);
+        let (reason, operation) = match decision {
+            Decision::Continue => return Ok(Step::Next),
+            // The call stays as it is, under the walker's lease; the relay or the sweeper goes on.
+            Decision::Pause => return Ok(Step::Stop),
+            Decision::Cancel { reason, operation } => (reason, operation),
         };
         let message = cancelled_message(self.call().status);
         let id = self.call().tool_call_id.clone();

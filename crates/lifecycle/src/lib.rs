@@ -27,7 +27,7 @@ mod tools;
 
 pub use cancel::{CancelRequest, cancel};
 pub use confirm::{ConfirmRequest, ResumeRequest, confirm, resume};
-pub use context::{Config, Ctx};
+pub use context::Ctx;
 pub use create::{CreateRequest, create};
 pub use direct::{DirectFlow, Envelope, Gate};
 pub use drive::{DriveRequest, Driven, drive};
