@@ -127,11 +127,31 @@ impl Runner {
 
     /// Sends SIGINT, as Ctrl-C does, and waits for the runner to exit.
     pub fn interrupt_and_wait(&mut self) -> Result<std::process::ExitStatus> {
-        let sent = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status()?;
+        self.signal("INT")?;
+        Ok(self.child.wait()?)
+    }
+
+    /// Sends the signal `name` (`TERM`, `INT`, `KILL`) without waiting.
+    pub fn signal(&self, name: &str) -> Result<()> {
+        let sent = Command::new("kill").args([&format!("-{name}"), &self.child.id().to_string()]).status()?;
         if !sent.success() {
             bail!("could not signal the runner");
         }
-        Ok(self.child.wait()?)
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the runner to exit, and gives its exit status.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("the runner did not exit within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The runner's log lines so far.

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -73,6 +74,8 @@ pub struct App {
     /// the store is dropped. A request waits here, within its deadline, for a free instance,
     /// instead of failing at once when every instance is busy.
     instances: Arc<Semaphore>,
+    /// Set when the host starts to stop: `/.well-known/spin/health` then answers 503.
+    draining: AtomicBool,
     this: Weak<App>,
 }
 
@@ -150,8 +153,19 @@ impl App {
             max_body_bytes: config.max_body_bytes,
             request_timeout: config.request_timeout,
             instances: Arc::new(Semaphore::new(usize::try_from(config.max_instances).unwrap_or(usize::MAX))),
+            draining: AtomicBool::new(false),
             this: this.clone(),
         }))
+    }
+
+    /// Marks the host as stopping: its readiness answer (`/.well-known/spin/health`) turns to
+    /// 503 while it goes on serving, so a proxy moves new requests elsewhere first.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
     }
 
     /// Waits up to `grace` for running guests to finish; true if they all did.
@@ -175,6 +189,9 @@ impl App {
         client: SocketAddr,
     ) -> Response<HyperOutgoingBody> {
         let path = request.uri().path().to_owned();
+        if path.starts_with(crate::well_known::PREFIX) {
+            return crate::well_known::answer(self, &path);
+        }
         let Some(route) = self.router.route(&path) else {
             return error_response(
                 StatusCode::NOT_FOUND,

@@ -27,6 +27,7 @@ mod routing;
 mod selection;
 mod server;
 pub mod variables;
+mod well_known;
 
 // Generated: the host uses the linker half; the instantiation helpers are for embedders that
 // call a component's exports, which this host reaches through wasi:http instead.

@@ -6,14 +6,24 @@ use anyhow::Result;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::app::App;
 
-/// Serves until `shutdown` resolves. Requests already running finish on their own tasks.
+/// How long, once `shutdown` resolved, open connections have to finish the request each is
+/// serving. Work a guest goes on with after its answer is not a connection's: the host drains
+/// it separately ([`App::drain`]).
+const CONNECTION_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves until `shutdown` resolves, then stops accepting and closes every connection once the
+/// request it is serving has its answer (an idle keep-alive connection at once), so no client
+/// sees a request cut off. Call [`App::start_draining`] some time before, so that proxies have
+/// stopped sending requests here by then.
 pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Output = ()>) -> Result<()> {
     tokio::pin!(shutdown);
+    let connections = GracefulShutdown::new();
     loop {
         let (stream, client) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -25,16 +35,18 @@ pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: impl Future<O
                     continue;
                 }
             },
-            () = &mut shutdown => return Ok(()),
+            () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
+        let watcher = connections.watcher();
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let app = app.clone();
                 async move { Ok::<_, std::convert::Infallible>(handle(&app, request, client).await) }
             });
-            let served = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service).await;
+            let connection = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+            let served = watcher.watch(connection).await;
             // A client that hangs up mid-request is routine, not worth a warning.
             if let Err(e) = served
                 && !e.is_incomplete_message()
@@ -43,6 +55,14 @@ pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: impl Future<O
             }
         });
     }
+    drop(listener);
+    if tokio::time::timeout(CONNECTION_GRACE, connections.shutdown()).await.is_err() {
+        crate::log::warn(
+            "connections still open at shutdown were closed",
+            json!({"grace_seconds": CONNECTION_GRACE.as_secs()}),
+        );
+    }
+    Ok(())
 }
 
 async fn handle(

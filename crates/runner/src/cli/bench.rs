@@ -56,6 +56,7 @@ impl gatehouse_bench::Harness for InProcess {
             guest_limits: up::GuestLimits::default(),
             component_ids: Vec::new(),
             refuse_zero_row_queries: false,
+            drain_delay: std::time::Duration::ZERO,
         };
         up::start(&up_args).await
     }

@@ -64,6 +64,12 @@ pub(super) struct UpArgs {
     /// The test suite runs with it.
     #[arg(long, env = "GATEHOUSE_REFUSE_ZERO_ROW_QUERIES")]
     pub(crate) refuse_zero_row_queries: bool,
+    /// On SIGTERM or Ctrl-C, how long to go on serving while the readiness answer
+    /// (`/.well-known/spin/health`) says 503, before no longer accepting requests: set it to a
+    /// little more than the proxy's (or Kubernetes') health-check interval, so traffic has
+    /// moved to other hosts when this one stops.
+    #[arg(long, value_name = "SECONDS", default_value = "0", value_parser = parse_seconds, env = "GATEHOUSE_DRAIN_DELAY")]
+    pub(crate) drain_delay: Duration,
 }
 
 /// How long a guest may run, and how many may be alive at once.
@@ -165,6 +171,7 @@ pub(super) struct Running {
     app: std::sync::Arc<App>,
     database: Database,
     sweeper: Option<Sweeper>,
+    drain_delay: Duration,
     /// The local Gmail-compatible server of dev mode, if one was started.
     _dev_gmail: Option<gatehouse_fake_gmail::FakeGmail>,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -176,10 +183,16 @@ impl Running {
         &self.database.url
     }
 
-    /// Stops accepting requests and sweeping, lets running guests finish (within a grace
-    /// period), then stops the embedded database, so no work is cut off from the database
-    /// mid-way.
+    /// Drains: reports "not ready" while still serving for the drain delay, then stops
+    /// accepting requests and sweeping, closes each connection once its request is answered,
+    /// lets running guests finish (within a grace period), and stops the embedded database
+    /// last, so no work is cut off from the database mid-way.
     pub(super) async fn stop(self) -> Result<()> {
+        self.app.start_draining();
+        if !self.drain_delay.is_zero() {
+            log::info("draining", serde_json::json!({"delay_seconds": self.drain_delay.as_secs_f64()}));
+            tokio::time::sleep(self.drain_delay).await;
+        }
         let _ = self.stop.send(());
         // Before the drain: a sweep started during it would be a new guest the drain might cut off.
         if let Some(sweeper) = self.sweeper {
@@ -209,7 +222,8 @@ pub(super) async fn start(args: &UpArgs) -> Result<Running> {
                 let _ = stopped.await;
             }));
             let sweeper = Sweeper::start(app.clone(), &args.sweep_component, args.sweep_interval);
-            Ok(Running { address, app, database, sweeper, _dev_gmail: dev_gmail, stop, server })
+            let drain_delay = args.drain_delay;
+            Ok(Running { address, app, database, sweeper, drain_delay, _dev_gmail: dev_gmail, stop, server })
         }
         Err(e) => {
             // Leave no embedded server running behind a failed start.
