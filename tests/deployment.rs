@@ -124,6 +124,7 @@ async fn the_test_runner_refuses_a_query_that_returns_no_rows() -> Result<()> {
         variables,
         env: vec![("GATEHOUSE_REFUSE_ZERO_ROW_QUERIES".into(), "false".into())],
         extra_args: Vec::new(),
+        listen: None,
     };
     let unguarded = Runner::start(&fixture_manifest(), without_guard)?;
     let answer: Value = http().get(unguarded.url("/pg/error")).query(&[("sql", sql)]).send().await?.json().await?;
@@ -155,7 +156,7 @@ fn select(ids: &[&str]) -> Vec<String> {
 }
 
 fn options(variables: Vec<(String, String)>, extra_args: Vec<String>) -> RunnerOptions {
-    RunnerOptions { variables, env: Vec::new(), extra_args }
+    RunnerOptions { variables, env: Vec::new(), extra_args, listen: None }
 }
 
 /// The lifecycle on one host, Gmail and vector search on another, one database: the registry

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+pub mod cluster;
 pub mod gmail;
 pub mod lifecycle;
 pub mod raw;
@@ -51,6 +52,9 @@ pub struct RunnerOptions {
     pub variables: Vec<(String, String)>,
     pub env: Vec<(String, String)>,
     pub extra_args: Vec<String>,
+    /// The address to listen on; `None` picks a free loopback port. A fixed address lets a
+    /// host be stopped and started again where a proxy or another host expects it.
+    pub listen: Option<String>,
 }
 
 /// A `gatehouse up` process serving on a free loopback port; killed when dropped.
@@ -67,7 +71,8 @@ fn up_command(manifest: &Path, options: &RunnerOptions) -> Command {
         .arg("up")
         .arg("--manifest")
         .arg(manifest)
-        .args(["--listen", "127.0.0.1:0"])
+        .arg("--listen")
+        .arg(options.listen.as_deref().unwrap_or("127.0.0.1:0"))
         .env("DATABASE_URL", database_url())
         .env("GATEHOUSE_STATE_DIR", shared_state_dir())
         .env("SPIN_VARIABLE_API_TOKEN", TOKEN)

@@ -51,7 +51,12 @@ pub fn lifecycle_options(extra: &[(&str, &str)], args: &[&str]) -> RunnerOptions
         variables.retain(|(n, _)| n != name);
         variables.push(((*name).into(), (*value).into()));
     }
-    RunnerOptions { variables, env: Vec::new(), extra_args: args.iter().map(|a| (*a).to_owned()).collect() }
+    RunnerOptions {
+        variables,
+        env: Vec::new(),
+        extra_args: args.iter().map(|a| (*a).to_owned()).collect(),
+        listen: None,
+    }
 }
 
 /// A JSON answer: status and body (`Null` if the body is not JSON).
@@ -224,6 +229,11 @@ impl Relay {
 
     pub fn received(&self) -> Vec<Received> {
         self.received.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// The first callback of `kind` for the call, if one has arrived, without copying the others.
+    pub fn find(&self, id: &str, kind: &str) -> Option<Received> {
+        self.received.lock().ok()?.iter().find(|r| r.kind == kind && r.body["tool_call_id"] == id).cloned()
     }
 
     /// The callbacks for one call, in arrival order.

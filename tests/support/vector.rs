@@ -123,6 +123,7 @@ pub async fn start(extra: &[(&str, &str)]) -> Result<(App, String)> {
         variables,
         env: vec![("DATABASE_URL".into(), url.clone())],
         extra_args: vec!["--sweep-interval".into(), "0".into()],
+        listen: None,
     };
     let runner = Runner::start(&app_manifest(), options)?;
     Ok((App { runner, http: reqwest::Client::new(), database_url: url.clone() }, url))
