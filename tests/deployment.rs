@@ -6,10 +6,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, ensure};
 use gatehouse_domain::service_auth;
+use gatehouse_tests::cluster::TOOL_COMPONENTS;
 use gatehouse_tests::gmail::{GmailApp, gmail_variables, start_fake};
 use gatehouse_tests::lifecycle::{App, Relay};
 use gatehouse_tests::{
-    Runner, RunnerOptions, app_manifest, database_url, fixture_manifest, http, start_expecting_failure, unique,
+    Runner, RunnerOptions, app_manifest, database_url, fixture_manifest, http, select_components,
+    start_expecting_failure, unique,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -148,12 +150,6 @@ const LIFECYCLE_COMPONENTS: [&str; 13] = [
     "mcp",
     "fallback",
 ];
-/// What a tools host serves.
-const TOOL_COMPONENTS: [&str; 4] = ["gmail", "vector-query", "health", "fallback"];
-
-fn select(ids: &[&str]) -> Vec<String> {
-    ids.iter().flat_map(|id| ["--component-id".to_owned(), (*id).to_owned()]).collect()
-}
 
 fn options(variables: Vec<(String, String)>, extra_args: Vec<String>) -> RunnerOptions {
     RunnerOptions { variables, env: Vec::new(), extra_args, listen: None }
@@ -167,7 +163,7 @@ async fn the_lifecycle_and_its_tools_on_two_hosts() -> Result<()> {
     let fake = start_fake().await?;
     let mut tool_variables = gmail_variables(&fake);
     tool_variables.push(("contract_secret".into(), SECRET.into()));
-    let tools = Runner::start(&app_manifest(), options(tool_variables, select(&TOOL_COMPONENTS)))?;
+    let tools = Runner::start(&app_manifest(), options(tool_variables, select_components(&TOOL_COMPONENTS)))?;
     let origin = tools.base_url.clone();
 
     let registry = format!(
@@ -180,7 +176,7 @@ async fn the_lifecycle_and_its_tools_on_two_hosts() -> Result<()> {
         ("contract_secret", SECRET),
     ];
     let edge_variables = edge_variables.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-    let edge = Runner::start(&app_manifest(), options(edge_variables, select(&LIFECYCLE_COMPONENTS)))?;
+    let edge = Runner::start(&app_manifest(), options(edge_variables, select_components(&LIFECYCLE_COMPONENTS)))?;
     let app = App { runner: edge, http: reqwest::Client::new(), database_url: database_url() };
 
     // The edge host serves no tool and the tools host no lifecycle route.
@@ -246,13 +242,14 @@ async fn service_request_to(
 /// refuses to start, and says which.
 #[test]
 fn a_selection_missing_a_chained_target_is_refused_at_start_up() -> Result<()> {
-    let (status, output) = start_expecting_failure(&app_manifest(), options(Vec::new(), select(&["pending"])))?;
+    let (status, output) =
+        start_expecting_failure(&app_manifest(), options(Vec::new(), select_components(&["pending"])))?;
     ensure!(!status.success(), "it must not start");
     ensure!(
         output.contains("'pending'") && output.contains("'gmail'") && output.contains("{{ gmail_origin }}"),
         "the message names the component, the missing target and the entry: {output}"
     );
-    let (status, output) = start_expecting_failure(&app_manifest(), options(Vec::new(), select(&["nope"])))?;
+    let (status, output) = start_expecting_failure(&app_manifest(), options(Vec::new(), select_components(&["nope"])))?;
     ensure!(!status.success() && output.contains("nope"), "{output}");
     Ok(())
 }

@@ -13,12 +13,12 @@ use gatehouse_fake_gmail::FakeGmail;
 
 use crate::gmail::{gmail_variables, start_fake};
 use crate::lifecycle::CALLBACK_SECRET;
-use crate::{Runner, RunnerOptions, app_manifest, http, unique, workspace_root};
+use crate::{Runner, RunnerOptions, app_manifest, http, select_components, unique, workspace_root};
 
 /// The secret that signs the tool contract and the executor hand-off between the hosts.
 pub const CONTRACT_SECRET: &str = "contract-secret-for-the-cluster";
-/// How long an executor owns a call before the sweeper may re-drive it: short, so calls of a
-/// killed executor are taken up again soon after it is back.
+/// How long an executor owns a call before the sweeper may re-drive it: short, so a call
+/// whose executor is gone is taken up again soon.
 pub const LEASE_SECONDS: &str = "3";
 /// The edge hosts' `--drain-delay`: more than HAProxy's check interval (200 ms).
 pub const DRAIN_DELAY_SECONDS: &str = "1";
@@ -48,8 +48,7 @@ pub struct Host {
 impl Host {
     fn new(name: &str, components: &[&str], variables: Vec<(String, String)>, args: &[&str]) -> Result<Host> {
         let address = format!("127.0.0.1:{}", free_port()?);
-        let mut extra_args: Vec<String> =
-            components.iter().flat_map(|id| ["--component-id".to_owned(), (*id).to_owned()]).collect();
+        let mut extra_args = select_components(components);
         extra_args.extend(args.iter().map(|a| (*a).to_owned()));
         let options = RunnerOptions { variables, env: Vec::new(), extra_args, listen: Some(address.clone()) };
         Ok(Host { name: name.to_owned(), address, options, runner: None })
@@ -78,25 +77,12 @@ impl Host {
         Ok(())
     }
 
-    /// `kill -9`: the host dies with whatever it was doing.
-    pub fn kill(&mut self) -> Result<()> {
-        let mut runner = self.runner.take().with_context(|| format!("{} is not running", self.name))?;
-        runner.signal("KILL")?;
-        tokio::task::block_in_place(|| runner.wait_for_exit(Duration::from_secs(10)))?;
-        Ok(())
-    }
-
     /// SIGTERM: the host drains (not ready, still serving for the drain delay), finishes what
     /// it has and exits; this waits for the exit and gives its status.
     pub fn terminate(&mut self) -> Result<ExitStatus> {
         let mut runner = self.runner.take().with_context(|| format!("{} is not running", self.name))?;
         runner.signal("TERM")?;
         tokio::task::block_in_place(|| runner.wait_for_exit(Duration::from_secs(60)))
-    }
-
-    /// The running host's log lines so far.
-    pub fn logs(&self) -> Vec<String> {
-        self.runner.as_ref().map(Runner::logs).unwrap_or_default()
     }
 }
 

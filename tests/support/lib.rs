@@ -57,6 +57,11 @@ pub struct RunnerOptions {
     pub listen: Option<String>,
 }
 
+/// `gatehouse up` arguments that serve only these components (`--component-id`, repeated).
+pub fn select_components(ids: &[&str]) -> Vec<String> {
+    ids.iter().flat_map(|id| ["--component-id".to_owned(), (*id).to_owned()]).collect()
+}
+
 /// A `gatehouse up` process serving on a free loopback port; killed when dropped.
 pub struct Runner {
     pub base_url: String,

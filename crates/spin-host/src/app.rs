@@ -415,11 +415,19 @@ fn set_spin_headers<B>(request: &mut Request<B>, route: &RouteMatch, origin: &Or
 /// An answer of the runner's own, in the shape of the API's errors (`{"error": sentence,
 /// "code": code}`), so a client parses one format whether the runner or a component refused.
 pub(crate) fn error_response(status: StatusCode, code: &str, message: &str) -> Response<HyperOutgoingBody> {
-    let body = json!({"error": message, "code": code}).to_string();
+    host_response(status, "application/json", json!({"error": message, "code": code}).to_string())
+}
+
+/// A response the host writes itself, not a guest.
+pub(crate) fn host_response(
+    status: StatusCode,
+    content_type: &'static str,
+    body: String,
+) -> Response<HyperOutgoingBody> {
     let body = Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync();
     let mut response = Response::new(body);
     *response.status_mut() = status;
-    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 
