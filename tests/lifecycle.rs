@@ -361,10 +361,15 @@ async fn resume_racing_cancel_runs_the_tool_at_most_once() -> Result<()> {
     Ok(())
 }
 
+/// A crashed attempt is tried again after a back-off that doubles with each attempt, so a tool
+/// host that died has time to come back; after the last attempt the call fails at once.
 #[tokio::test]
 async fn a_trap_in_prepare_is_redriven_by_the_sweeper_until_the_attempts_run_out() -> Result<()> {
+    const BACKOFF: f64 = 0.5;
     let scratch = ScratchDatabase::create("trap").await?;
-    let app = isolated_app(&scratch).await?;
+    let backoff = BACKOFF.to_string();
+    let options = lifecycle_options(&[("tool_retry_backoff_seconds", &backoff)], &["--sweep-interval", "0.1"]);
+    let app = App::start(scratch.serve(options)).await?;
     let session = unique("trap");
     let twice = app
         .create_id(
@@ -394,7 +399,93 @@ async fn a_trap_in_prepare_is_redriven_by_the_sweeper_until_the_attempts_run_out
     assert_eq!(failed["voice_response"], "Sorry, I couldn't complete that request, and nothing was done.");
     assert_eq!(operations(&app, &always, "prepare").await?, 3);
     assert_eq!(effects(&app, &always).await?, 0);
+
+    // The gaps between the attempts: at least the back-off, then twice it.
+    let db = app.db().await?;
+    let gaps: Vec<f64> = db
+        .query(
+            "SELECT extract(epoch FROM created_at - lag(created_at) OVER (ORDER BY created_at))::float8
+               FROM fixture_tool_log WHERE tool_call_id = $1 AND operation = 'prepare' ORDER BY created_at",
+            &[&always],
+        )
+        .await?
+        .iter()
+        .filter_map(|row| row.get::<_, Option<f64>>(0))
+        .collect();
+    assert_eq!(gaps.len(), 2, "{gaps:?}");
+    assert!(gaps[0] >= BACKOFF && gaps[1] >= 2.0 * BACKOFF, "attempts not spaced by the back-off: {gaps:?}");
+    let settled: f64 = db
+        .query_one(
+            "SELECT extract(epoch FROM c.completed_at - max(l.created_at))::float8
+               FROM tool_calls c JOIN fixture_tool_log l ON l.tool_call_id = c.tool_call_id
+              WHERE c.tool_call_id = $1 GROUP BY c.completed_at",
+            &[&always],
+        )
+        .await?
+        .get(0);
+    assert!(settled < 2.0 * BACKOFF, "the last attempt's failure waited {settled} s for nothing");
     Ok(())
+}
+
+/// A report a worker owed the relay (the checkpoint, the completion) and never sent, because it
+/// died between the transition and the callback, is sent by the sweeper once the worker's lease
+/// has passed; a report that was delivered is not sent again.
+#[tokio::test]
+async fn a_report_whose_worker_died_is_sent_by_the_sweeper() -> Result<()> {
+    let scratch = ScratchDatabase::create("owed").await?;
+    let options = lifecycle_options(&[("execution_lease_seconds", "1")], &["--sweep-interval", "0.2"]);
+    let app = App::start(scratch.serve(options)).await?;
+    let relay = Relay::start().await?;
+    let db = app.db().await?;
+    let count = |id: &str, kind: &str| relay.for_call(id).iter().filter(|r| r.kind == kind).count();
+
+    let id = app.create_id(&unique("owed"), json!({"to": "o@example.com"}), Some(&relay.url)).await?;
+    assert_eq!(app.confirm(&id).await?.status, 202);
+    relay.wait_for(&id, "checkpoint", SETTLE).await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!report_owed(&db, &id).await?, "a delivered checkpoint is still owed");
+
+    die_before_reporting(&db, &id).await?;
+    reports_reaching(&relay, &id, "checkpoint", 2).await?;
+    let again = relay.for_call(&id).into_iter().filter(|r| r.kind == "checkpoint").nth(1);
+    assert!(again.is_some_and(|r| r.signature_valid && r.body["tool_call_id"] == id.as_str()));
+
+    assert_eq!(app.resume(&id, "proceed").await?.status, 202);
+    relay.wait_for(&id, "completion", SETTLE).await?;
+    die_before_reporting(&db, &id).await?;
+    reports_reaching(&relay, &id, "completion", 2).await?;
+    let completions: Vec<_> = relay.for_call(&id).into_iter().filter(|r| r.kind == "completion").collect();
+    assert!(completions.iter().all(|r| r.signature_valid && r.body["status"] == "COMPLETED"));
+
+    // Delivered reports stay delivered: nothing more arrives over several sweeps and leases.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!report_owed(&db, &id).await?);
+    assert_eq!((count(&id, "checkpoint"), count(&id, "completion")), (2, 2));
+    Ok(())
+}
+
+async fn report_owed(db: &tokio_postgres::Client, id: &str) -> Result<bool> {
+    let sql = "SELECT report_owed_since IS NOT NULL FROM tool_calls WHERE tool_call_id = $1";
+    Ok(db.query_one(sql, &[&id]).await?.get(0))
+}
+
+/// A worker's death between a transition and its callback, as the database sees it: the
+/// transition committed (it owes the report) and no delivery ended.
+async fn die_before_reporting(db: &tokio_postgres::Client, id: &str) -> Result<()> {
+    db.execute("UPDATE tool_calls SET report_owed_since = now() WHERE tool_call_id = $1", &[&id]).await?;
+    Ok(())
+}
+
+async fn reports_reaching(relay: &Relay, id: &str, kind: &str, n: usize) -> Result<()> {
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        let received = relay.for_call(id).iter().filter(|r| r.kind == kind).count();
+        if received >= n {
+            return Ok(());
+        }
+        ensure!(std::time::Instant::now() < deadline, "{id}: {received} {kind} callbacks, not {n}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// A crash after the side effect: the re-drive asks the tool, which finds its effect, and the
@@ -675,6 +766,7 @@ fn the_test_manifest_matches_the_application() -> Result<()> {
     assert_eq!(components(&test), expected);
     let mut triggers = app["trigger"]["http"].as_array().cloned().unwrap_or_default();
     triggers.push(toml::toml! { route = { private = true } component = "fixture-tool" }.into());
+    triggers.push(toml::toml! { route = "/internal/tools/fixture-tool/..." component = "fixture-tool" }.into());
     assert_eq!(test["trigger"]["http"].as_array().cloned().unwrap_or_default().len(), triggers.len());
     for trigger in &triggers {
         assert!(test["trigger"]["http"].as_array().is_some_and(|t| t.contains(trigger)), "missing {trigger}");

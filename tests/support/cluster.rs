@@ -77,6 +77,14 @@ impl Host {
         Ok(())
     }
 
+    /// `kill -9`: the host dies with whatever it was doing.
+    pub fn kill(&mut self) -> Result<()> {
+        let mut runner = self.runner.take().with_context(|| format!("{} is not running", self.name))?;
+        runner.signal("KILL")?;
+        tokio::task::block_in_place(|| runner.wait_for_exit(Duration::from_secs(10)))?;
+        Ok(())
+    }
+
     /// SIGTERM: the host drains (not ready, still serving for the drain delay), finishes what
     /// it has and exits; this waits for the exit and gives its status.
     pub fn terminate(&mut self) -> Result<ExitStatus> {

@@ -30,6 +30,7 @@ pub(crate) async fn completion(ctx: &Ctx, call: &ToolCall) {
         trace_id: call.trace_id.clone(),
     };
     deliver(ctx, call, CallbackKind::Completion, &payload, REPORT_ATTEMPTS, Patience::Callback).await;
+    tried(ctx, call, CallbackKind::Completion);
 }
 
 /// A completed call whose result names a session-context key has stored context the agent can
@@ -42,6 +43,19 @@ fn context_key(call: &ToolCall) -> Option<String> {
 pub(crate) async fn checkpoint(ctx: &Ctx, call: &ToolCall, message: String) {
     let payload = CheckpointCallback::ready_to_execute(call.tool_call_id.clone(), message, call.trace_id.clone());
     deliver(ctx, call, CallbackKind::Checkpoint, &payload, REPORT_ATTEMPTS, Patience::Callback).await;
+    tried(ctx, call, CallbackKind::Checkpoint);
+}
+
+/// A report (checkpoint or completion) has been tried, delivered or not: the call no longer
+/// owes it, so the sweeper will not send it again (see `sweep::deliver_owed`). If this write is
+/// lost, the sweeper sends the report once more; a relay takes a repeated report as the same.
+fn tried(ctx: &Ctx, call: &ToolCall, kind: CallbackKind) {
+    let cleared = ctx.db().and_then(|db| Ok(gatehouse_store::report_tried(&db, &call.tool_call_id, kind.as_str())?));
+    ctx.release();
+    if let Err(error) = cleared {
+        let detail = error.detail.unwrap_or(error.message);
+        gatehouse_platform::log_line("warn", &format!("{} report for {}: {detail}", kind.as_str(), call.tool_call_id));
+    }
 }
 
 /// A progress report; one attempt, since the work does not wait on it. Returns the relay's

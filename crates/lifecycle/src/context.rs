@@ -117,6 +117,13 @@ impl Config {
         self.seconds("execution_lease_seconds")
     }
 
+    /// How a call whose tool crashed is tried again: after `tool_retry_backoff_seconds`,
+    /// doubled with each attempt, up to [`MAX_ATTEMPTS`].
+    pub fn retry(&self) -> Result<gatehouse_store::Retry, ApiError> {
+        let backoff_seconds = self.seconds("tool_retry_backoff_seconds")?;
+        Ok(gatehouse_store::Retry { backoff_seconds, max_attempts: MAX_ATTEMPTS })
+    }
+
     pub fn tool_timeout(&self) -> Result<Duration, ApiError> {
         self.seconds("tool_timeout_seconds").map(Duration::from_secs_f64)
     }

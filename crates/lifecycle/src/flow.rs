@@ -224,7 +224,8 @@ impl Walker<'_> {
     }
 
     /// A refusal from the tool is final: the call is FAILED with the tool's sentence. A crash
-    /// gives the lease back, so the sweeper re-drives the call, up to the attempt limit.
+    /// gives the lease back, so the sweeper re-drives the call after a back-off (a tool host
+    /// that died needs time to come back), up to the attempt limit.
     fn failed(&mut self, operation: Operation, error: ToolError) -> Result<(), ApiError> {
         let id = self.call().tool_call_id.clone();
         match error {
@@ -236,7 +237,8 @@ impl Walker<'_> {
             ToolError::Crashed(detail) => {
                 let problem = format!("the tool crashed during {}: {detail}", operation.as_str());
                 gatehouse_platform::log_line("warn", &format!("{id}: {problem}"));
-                gatehouse_store::release_lease(&*self.ctx.db()?, &id, self.owner, &problem)?;
+                let retry = self.ctx.config().retry()?;
+                gatehouse_store::release_lease(&*self.ctx.db()?, &id, self.owner, &problem, retry)?;
                 Ok(())
             }
         }

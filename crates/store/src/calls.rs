@@ -131,6 +131,8 @@ const RELEASE: &str = include_str!("sql/calls/release.sql");
 const EXPIRE: &str = include_str!("sql/calls/expire.sql");
 const CLAIM_STRANDED: &str = include_str!("sql/calls/claim_stranded.sql");
 const FAIL_EXHAUSTED: &str = include_str!("sql/calls/fail_exhausted.sql");
+const CLAIM_OWED_REPORTS: &str = include_str!("sql/calls/claim_owed_reports.sql");
+const REPORTED: &str = include_str!("sql/calls/reported.sql");
 
 /// Every statement above, for the one-row shape check in `rows.rs`.
 #[cfg(test)]
@@ -149,6 +151,8 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("sql/calls/expire.sql", EXPIRE),
     ("sql/calls/claim_stranded.sql", CLAIM_STRANDED),
     ("sql/calls/fail_exhausted.sql", FAIL_EXHAUSTED),
+    ("sql/calls/claim_owed_reports.sql", CLAIM_OWED_REPORTS),
+    ("sql/calls/reported.sql", REPORTED),
 ];
 
 fn text(value: &str) -> ParameterValue {
@@ -312,13 +316,34 @@ pub fn fail_call(
     transition(db, FAIL, &[id(tool_call_id), text(lease_owner), text(reason), text(voice_response)])
 }
 
+/// How a crashed attempt is retried: the first back-off, doubled with each attempt, and how
+/// many attempts a call gets in all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Retry {
+    pub backoff_seconds: f64,
+    pub max_attempts: i32,
+}
+
+/// Gives up the lease after a crash, so the sweeper re-drives the call once `retry`'s back-off
+/// for the attempt has passed.
 pub fn release_lease(
     db: &Connection,
     tool_call_id: &ToolCallId,
     lease_owner: &str,
     problem: &str,
+    retry: Retry,
 ) -> Result<Transition, StoreError> {
-    transition(db, RELEASE, &[id(tool_call_id), text(lease_owner), text(problem)])
+    transition(
+        db,
+        RELEASE,
+        &[
+            id(tool_call_id),
+            text(lease_owner),
+            text(problem),
+            ParameterValue::Floating64(retry.backoff_seconds),
+            ParameterValue::Int32(retry.max_attempts),
+        ],
+    )
 }
 
 fn list<T: DeserializeOwned>(db: &Connection, sql: &str, params: &[ParameterValue]) -> Result<Vec<T>, StoreError> {
@@ -341,6 +366,17 @@ pub fn claim_stranded_calls(
         CLAIM_STRANDED,
         &[ParameterValue::Floating64(lease_seconds), ParameterValue::Int32(max_attempts), ParameterValue::Int64(batch)],
     )
+}
+
+/// Calls whose checkpoint or completion report has been owed for longer than `grace_seconds`
+/// (the worker that owed it is gone), each claimed for another `grace_seconds`.
+pub fn claim_owed_reports(db: &Connection, grace_seconds: f64, batch: i64) -> Result<Vec<ToolCall>, StoreError> {
+    list(db, CLAIM_OWED_REPORTS, &[ParameterValue::Floating64(grace_seconds), ParameterValue::Int64(batch)])
+}
+
+/// The report of the call's current status has been tried; the sweeper need not send it.
+pub fn report_tried(db: &Connection, tool_call_id: &ToolCallId, kind: &str) -> Result<(), StoreError> {
+    one_row(db, REPORTED, &[id(tool_call_id), text(kind)]).map(|_| ())
 }
 
 pub fn fail_exhausted_calls(db: &Connection, max_attempts: i32, batch: i64) -> Result<Vec<ToolCall>, StoreError> {
