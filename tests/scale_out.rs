@@ -297,20 +297,11 @@ struct Chaos {
 async fn chaos(cluster: &mut Cluster, progress: &Progress, over: &AtomicBool) -> Result<Chaos> {
     reached(&progress.resumed, 30, over).await;
     let tools_at = progress.resumed.load(Ordering::Relaxed);
-    let down = Instant::now();
-    cluster.tools.kill()?;
-    // Down for a moment, so requests meet a dead host.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    cluster.tools.start()?;
-    let tools_down = down.elapsed();
+    let tools_down = cluster.tools.kill_and_restart().await?;
 
     reached(&progress.resumed, 80, over).await;
     let executor_at = progress.resumed.load(Ordering::Relaxed);
-    let down = Instant::now();
-    cluster.executor.kill()?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    cluster.executor.start()?;
-    let executor_down = down.elapsed();
+    let executor_down = cluster.executor.kill_and_restart().await?;
 
     reached(&progress.resumed, 130, over).await;
     let drain_at = progress.resumed.load(Ordering::Relaxed);

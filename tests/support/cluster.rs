@@ -77,12 +77,16 @@ impl Host {
         Ok(())
     }
 
-    /// `kill -9`: the host dies with whatever it was doing.
-    pub fn kill(&mut self) -> Result<()> {
+    /// `kill -9`: the host dies with whatever it was doing, stays down for a moment so requests
+    /// meet a dead host, and is started again on its port. Gives how long it was down.
+    pub async fn kill_and_restart(&mut self) -> Result<Duration> {
+        let down = Instant::now();
         let mut runner = self.runner.take().with_context(|| format!("{} is not running", self.name))?;
         runner.signal("KILL")?;
         tokio::task::block_in_place(|| runner.wait_for_exit(Duration::from_secs(10)))?;
-        Ok(())
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        self.start()?;
+        Ok(down.elapsed())
     }
 
     /// SIGTERM: the host drains (not ready, still serving for the drain delay), finishes what
