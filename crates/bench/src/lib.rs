@@ -30,6 +30,7 @@ use hdrhistogram::Histogram;
 
 use gatehouse_spin_host::pg_connect;
 
+pub mod cpu;
 mod lifecycle;
 mod query;
 mod relay;
@@ -82,6 +83,11 @@ pub struct BenchArgs {
     /// create, modify, cancel, status, flow.
     #[arg(long = "scenario", value_delimiter = ',', default_values_t = vec!["health".to_string(), "context".to_string()])]
     pub scenarios: Vec<String>,
+    /// A process serving the benchmark, as NAME=PID (repeatable): each level prints the CPU
+    /// time it used per request, its child processes included (PostgreSQL's backends count
+    /// towards the postmaster's PID).
+    #[arg(long = "cpu", value_name = "NAME=PID", value_parser = cpu::parse_watched)]
+    pub cpu: Vec<cpu::Watched>,
 }
 
 /// What a benchmark can measure.
@@ -441,11 +447,14 @@ async fn measure_all(
             // What the warm-up queries timed is not part of the measurement.
             let take_parts = || queries.filter(|_| scenario == Scenario::Query).map(|q| q.take_parts());
             take_parts().transpose()?;
+            let cpu_before = cpu::sample(&args.cpu)?;
             let started = Instant::now();
             let result = run_load(&work, concurrency, Duration::from_secs_f64(args.seconds), steps).await?;
-            let elapsed = started.elapsed().as_secs_f64();
-            let throughput = result.latency.len() as f64 / elapsed;
+            let elapsed = started.elapsed();
+            let cpu_after = cpu::sample(&args.cpu)?;
+            let throughput = result.latency.len() as f64 / elapsed.as_secs_f64();
             print_row(scenario.name(), concurrency, &result.latency, Some(result.errors), Some(throughput));
+            cpu::print(&args.cpu, &cpu_before, &cpu_after, result.latency.len(), elapsed);
             for (name, h) in scenario.steps().iter().zip(&result.steps) {
                 print_row(&format!("  {name}"), concurrency, h, None, None);
             }
