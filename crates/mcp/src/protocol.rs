@@ -141,18 +141,22 @@ fn check_headers(headers: Headers, method: &str, params: &Value) -> Result<(), R
         Some(header) => return Err(mismatch(format!("Mcp-Method '{header}' does not match the body's '{method}'"))),
         None => return Err(mismatch("the Mcp-Method header is required".to_owned())),
     }
-    if method == "tools/call" {
-        let Some(Value::String(name)) = params.get("name") else {
-            return Err(RpcError::new(INVALID_PARAMS, "tools/call needs the name of a tool.").with_status(400));
-        };
-        match headers.name.map(decode_header_value) {
-            Some(Some(header)) if header == *name => {}
-            Some(Some(header)) => {
-                return Err(mismatch(format!("Mcp-Name '{header}' does not match the body's '{name}'")));
-            }
-            Some(None) => return Err(mismatch("the Mcp-Name header is not a valid value".to_owned())),
-            None => return Err(mismatch("the Mcp-Name header is required for tools/call".to_owned())),
-        }
+    // `Mcp-Name` repeats the tool's name (required), or a task method's task id (checked
+    // when sent, as the official SDK sends it).
+    let (source, required) = match method {
+        "tools/call" => ("name", true),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => ("taskId", false),
+        _ => return Ok(()),
+    };
+    let Some(Value::String(body)) = params.get(source) else {
+        return Err(RpcError::new(INVALID_PARAMS, format!("{method} needs {source}, a string.")).with_status(400));
+    };
+    match headers.name.map(decode_header_value) {
+        Some(Some(header)) if header == *body => {}
+        Some(Some(header)) => return Err(mismatch(format!("Mcp-Name '{header}' does not match the body's '{body}'"))),
+        Some(None) => return Err(mismatch("the Mcp-Name header is not a valid value".to_owned())),
+        None if required => return Err(mismatch(format!("the Mcp-Name header is required for {method}"))),
+        None => {}
     }
     Ok(())
 }

@@ -56,6 +56,8 @@ pub async fn list(ctx: &Ctx, era: &Era) -> Result<Value, ApiError> {
     }
     if matches!(era, Era::Modern { .. }) {
         list.extend(tools.iter().map(|tool| registered(tool, &definitions)));
+        // The list changes only with a deployment; it is behind a bearer token, so private.
+        return Ok(json!({"tools": list, "ttlMs": 60_000, "cacheScope": "private"}));
     }
     Ok(json!({"tools": list}))
 }
