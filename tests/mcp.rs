@@ -538,6 +538,24 @@ async fn tasks_follow_a_registry_call_through_its_checkpoint_and_cancels_are_tru
     }
     let done = poll(&client, &id, |t| t.task.status().is_terminal()).await?;
     assert_eq!(done.task.status(), TaskStatus::Completed);
+
+    // A tool that fails is a completed task whose result is the call, isError: `failed` is the
+    // extension's for JSON-RPC errors only.
+    let params = json!({"to": "c@example.com", "checkpoint": false, "fail_in": "execute"});
+    let id = app.create_id(&unique("task"), params, None).await?;
+    client
+        .call_tool_once(
+            CallToolRequestParams::new("confirm_tool")
+                .with_arguments(json!({"tool_call_id": id}).as_object().cloned().context("object")?),
+        )
+        .await?;
+    let failed = serde_json::to_value(poll(&client, &id, |t| t.task.status().is_terminal()).await?)?;
+    assert_eq!(
+        (failed["status"].as_str(), failed["result"]["isError"].as_bool()),
+        (Some("completed"), Some(true)),
+        "{failed}"
+    );
+    assert_eq!(failed["result"]["structuredContent"]["status"], "FAILED");
     client.cancel().await?;
     Ok(())
 }
@@ -706,13 +724,35 @@ async fn the_2026_07_28_rules_over_raw_http() -> Result<()> {
     let cancelled = raw(&app, &headers, cancel).await?;
     assert_eq!(cancelled.body["result"]["structuredContent"]["status"], "CANCELLED", "{:?}", cancelled.body);
 
-    // Task methods check their params' shape and ids.
-    assert_eq!(code(&modern(&app, "tasks/get", json!({"taskId": "tc_000000000000"})).await?), (200, Some(-32602)));
-    let headers = [("mcp-protocol-version", MODERN), ("mcp-method", "tasks/get")];
+    // Task methods need the extension declared, and check their params' shape and ids.
+    let undeclared = modern(&app, "tasks/get", json!({"taskId": id})).await?;
+    assert_eq!(code(&undeclared), (400, Some(-32021)));
+    assert_eq!(undeclared.body["error"]["data"]["requiredCapabilities"]["extensions"][TASKS], json!({}));
+    let mut tasks_meta = meta();
+    tasks_meta["io.modelcontextprotocol/clientCapabilities"] = json!({"extensions": {TASKS: {}}});
+    let task_request = |method: &str, params: Value| {
+        let mut params = params;
+        params["_meta"] = tasks_meta.clone();
+        json!({"jsonrpc": "2.0", "id": 6, "method": method, "params": params})
+    };
+    let headers = [("mcp-protocol-version", MODERN), ("mcp-method", "tasks/get"), ("mcp-name", "tc_000000000000")];
+    let unknown = raw(&app, &headers, task_request("tasks/get", json!({"taskId": "tc_000000000000"}))).await?;
+    assert_eq!(code(&unknown), (200, Some(-32602)), "an unknown task");
+    let no_name = [("mcp-protocol-version", MODERN), ("mcp-method", "tasks/get")];
+    assert_eq!(
+        code(&raw(&app, &no_name, task_request("tasks/get", json!({"taskId": id}))).await?),
+        (400, Some(-32020))
+    );
     let array_params = json!({"jsonrpc": "2.0", "id": 6, "method": "tasks/get", "params": [{"taskId": id}]});
-    assert_eq!(code(&raw(&app, &headers, array_params).await?), (400, Some(-32602)));
-    let task = modern(&app, "tasks/get", json!({"taskId": id})).await?;
+    assert_eq!(code(&raw(&app, &no_name, array_params).await?), (400, Some(-32602)));
+    let headers = [("mcp-protocol-version", MODERN), ("mcp-method", "tasks/get"), ("mcp-name", id.as_str())];
+    let task = raw(&app, &headers, task_request("tasks/get", json!({"taskId": id}))).await?;
     assert_eq!(task.body["result"]["status"], "input_required", "a PENDING call waits on its confirmation");
+    assert_eq!(task.body["result"]["resultType"], "complete");
+    let headers = [("mcp-protocol-version", MODERN), ("mcp-method", "tasks/update"), ("mcp-name", id.as_str())];
+    let bad_update =
+        raw(&app, &headers, task_request("tasks/update", json!({"taskId": id, "inputResponses": [1]}))).await?;
+    assert_eq!(code(&bad_update), (200, Some(-32602)), "inputResponses an array");
 
     // The legacy handshake still works on the same endpoint.
     let init = raw(&app, &[], json!({"jsonrpc": "2.0", "id": 7, "method": "initialize",

@@ -143,10 +143,11 @@ async fn create(ctx: &Ctx, name: &str, params: &Value) -> Result<Answer, RpcErro
         Some(Value::Object(arguments)) => Value::Object(arguments.clone()),
         Some(_) => return Err(RpcError::new(INVALID_PARAMS, "The arguments of tools/call must be an object.")),
     };
-    let session = params
-        .pointer(&format!("/_meta/{}", META_SESSION_ID.replace('/', "~1")))
-        .and_then(Value::as_str)
-        .unwrap_or(DEFAULT_SESSION);
+    let session = match params.get("_meta").and_then(|meta| meta.get(META_SESSION_ID)) {
+        None => DEFAULT_SESSION,
+        Some(Value::String(session)) => session.as_str(),
+        Some(_) => return Err(RpcError::new(INVALID_PARAMS, format!("_meta's {META_SESSION_ID} must be a string."))),
+    };
     let request = CreateRequest {
         session_id: session.to_owned(),
         function: None,

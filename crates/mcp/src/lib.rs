@@ -74,6 +74,7 @@ async fn answer(component: Component, era: &Era, id: &Value, method: &str, param
         ("server/discover", true) => Ok((protocol::discover_result(component.version), None)),
         ("tools/list", _) => tools::list(&ctx, era).await.map(|list| (list, None)).map_err(internal),
         ("tools/call", _) => tools::call(&ctx, era, params).await,
+        ("tasks/get" | "tasks/update" | "tasks/cancel", true) if !era.tasks() => Err(tasks::not_declared()),
         ("tasks/get", true) => tasks::get(&ctx, params).await.map(|task| (task, None)),
         ("tasks/update", true) => tasks::update(&ctx, params).await,
         ("tasks/cancel", true) => tasks::cancel(&ctx, params).await,

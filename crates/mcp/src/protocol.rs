@@ -115,10 +115,10 @@ fn request_meta(params: &Value) -> Result<Map<String, Value>, RpcError> {
             "A 2026-07-28 request needs _meta: an object with the protocol version and client capabilities.",
         ));
     };
-    match meta.get(META_PROTOCOL_VERSION) {
-        Some(Value::String(version)) if version == MODERN_VERSION => {}
-        Some(Value::String(version)) => return Err(unsupported(version)),
-        _ => return Err(malformed("_meta needs io.modelcontextprotocol/protocolVersion, a string.")),
+    // Its value was checked against the known versions already; that it is the header's is
+    // the transport's rule, checked next.
+    if !meta.get(META_PROTOCOL_VERSION).is_some_and(Value::is_string) {
+        return Err(malformed("_meta needs io.modelcontextprotocol/protocolVersion, a string."));
     }
     match meta.get(META_CLIENT_CAPABILITIES) {
         Some(Value::Object(capabilities)) => Ok(capabilities.clone()),
@@ -129,23 +129,24 @@ fn request_meta(params: &Value) -> Result<Map<String, Value>, RpcError> {
 /// The transport's rule: the headers must be present and say what the body says.
 fn check_headers(headers: Headers, method: &str, params: &Value) -> Result<(), RpcError> {
     let mismatch = |why: String| RpcError::new(HEADER_MISMATCH, format!("Header mismatch: {why}")).with_status(400);
-    match headers.protocol_version.map(str::trim) {
-        Some(MODERN_VERSION) => {}
-        Some(other) => {
-            return Err(mismatch(format!("MCP-Protocol-Version {other} does not match _meta's {MODERN_VERSION}")));
+    let in_meta = params.pointer("/_meta").and_then(|meta| meta.get(META_PROTOCOL_VERSION)).and_then(Value::as_str);
+    match (headers.protocol_version.map(str::trim), in_meta) {
+        (Some(header), Some(body)) if header == body => {}
+        (Some(header), body) => {
+            let body = body.unwrap_or("nothing");
+            return Err(mismatch(format!("MCP-Protocol-Version {header} does not match _meta's {body}")));
         }
-        None => return Err(mismatch("the MCP-Protocol-Version header is required".to_owned())),
+        (None, _) => return Err(mismatch("the MCP-Protocol-Version header is required".to_owned())),
     }
     match headers.method {
         Some(header) if header == method => {}
         Some(header) => return Err(mismatch(format!("Mcp-Method '{header}' does not match the body's '{method}'"))),
         None => return Err(mismatch("the Mcp-Method header is required".to_owned())),
     }
-    // `Mcp-Name` repeats the tool's name (required), or a task method's task id (checked
-    // when sent, as the official SDK sends it).
-    let (source, required) = match method {
-        "tools/call" => ("name", true),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => ("taskId", false),
+    // `Mcp-Name` repeats the tool's name, or a task method's task id (the Tasks extension).
+    let source = match method {
+        "tools/call" => "name",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return Ok(()),
     };
     let Some(Value::String(body)) = params.get(source) else {
@@ -155,8 +156,7 @@ fn check_headers(headers: Headers, method: &str, params: &Value) -> Result<(), R
         Some(Some(header)) if header == *body => {}
         Some(Some(header)) => return Err(mismatch(format!("Mcp-Name '{header}' does not match the body's '{body}'"))),
         Some(None) => return Err(mismatch("the Mcp-Name header is not a valid value".to_owned())),
-        None if required => return Err(mismatch(format!("the Mcp-Name header is required for {method}"))),
-        None => {}
+        None => return Err(mismatch(format!("the Mcp-Name header is required for {method}"))),
     }
     Ok(())
 }
@@ -317,6 +317,12 @@ mod tests {
         assert!(era(headers("tools/call", Some("get_status")), "tools/call", &call).is_ok());
         let encoded = "=?base64?Z2V0X3N0YXR1cw==?=";
         assert!(era(headers("tools/call", Some(encoded)), "tools/call", &call).is_ok());
+        let legacy_in_meta = json!({"_meta": {META_PROTOCOL_VERSION: "2025-11-25", META_CLIENT_CAPABILITIES: {}}});
+        assert_eq!(code(headers("tools/list", None), "tools/list", legacy_in_meta), Some((HEADER_MISMATCH, 400)));
+        let mut task = modern_meta();
+        task["taskId"] = json!("tc_0123456789ab");
+        assert_eq!(code(headers("tasks/get", None), "tasks/get", task.clone()), Some((HEADER_MISMATCH, 400)));
+        assert!(era(headers("tasks/get", Some("tc_0123456789ab")), "tasks/get", &task).is_ok());
         let no_header = Headers { protocol_version: None, method: Some("tools/list"), name: None };
         assert_eq!(code(no_header, "tools/list", modern_meta()), Some((HEADER_MISMATCH, 400)));
     }

@@ -1,9 +1,12 @@
 //! The Tasks extension (`io.modelcontextprotocol/tasks`) over the lifecycle. A task is a tool
 //! call: its id is the call's id, its status follows the call's (EXECUTING is `working`;
 //! PENDING and PREPARED are `input_required`, asking the question the call waits on;
-//! COMPLETED is `completed` with the tool result, FAILED is `failed`, CANCELLED and EXPIRED
-//! are `cancelled`). `tasks/update` answers that question and `tasks/cancel` is the
-//! lifecycle's cancel, refused with its own sentence once the side effect has started.
+//! COMPLETED and FAILED are `completed` with the tool result, `isError` when it failed, since
+//! the extension keeps `failed` for JSON-RPC errors; CANCELLED and EXPIRED are `cancelled`).
+//! `tasks/update` answers that question and `tasks/cancel` is the lifecycle's cancel. The
+//! extension lets a server merely acknowledge a cancel it will not honour; this one refuses it
+//! with an error carrying the lifecycle's sentence (the side effect has started, the call has
+//! settled), so that the client can tell the user the truth.
 
 use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
 use gatehouse_lifecycle::{CancelRequest, ConfirmRequest, Ctx, FollowUp, ResumeRequest};
@@ -12,13 +15,21 @@ use rmcp::model::{CreateTaskResult, DetailedTask, GetTaskResult, Task, TaskAckRe
 use serde_json::{Map, Value, json};
 
 use crate::confirmation::{self, Stage};
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, REFUSED, RpcError};
+use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, REFUSED, RpcError};
+use crate::protocol::TASKS_EXTENSION;
 use crate::tools;
 
 /// How often a client should poll a working task.
 const POLL_INTERVAL_MS: u64 = 500;
 
 type Answer = (Value, Option<FollowUp>);
+
+/// A task method from a client that did not declare the extension on this request.
+pub fn not_declared() -> RpcError {
+    RpcError::new(MISSING_CLIENT_CAPABILITY, format!("The task methods need the {TASKS_EXTENSION} extension declared."))
+        .with_data(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}))
+        .with_status(400)
+}
 
 /// The call, for a task method: an unknown id is the client's mistake.
 pub async fn read(ctx: &Ctx, id: &ToolCallId) -> Result<ToolCall, RpcError> {
@@ -63,15 +74,9 @@ pub async fn get(ctx: &Ctx, params: &Value) -> Result<Value, RpcError> {
             }
             None => TaskPayload::Working,
         },
-        Status::Completed => TaskPayload::Completed { result: object(tools::tool_result(&call, false)) },
-        Status::Failed => {
-            let message = call.error_message.clone().or_else(|| call.voice_response.clone());
-            let error = json!({
-                "code": INTERNAL_ERROR,
-                "message": message.unwrap_or_else(|| "The tool call failed.".to_owned()),
-                "data": call,
-            });
-            TaskPayload::Failed { error: object(error) }
+        Status::Completed | Status::Failed => {
+            let result = object(modern_result(tools::tool_result(&call, call.status == Status::Failed)));
+            TaskPayload::Completed { result }
         }
         Status::Cancelled | Status::Expired => TaskPayload::Cancelled,
     };
@@ -132,8 +137,7 @@ fn task(call: &ToolCall) -> Task {
     let status = match call.status {
         Status::Executing => TaskStatus::Working,
         Status::Pending | Status::Prepared => TaskStatus::InputRequired,
-        Status::Completed => TaskStatus::Completed,
-        Status::Failed => TaskStatus::Failed,
+        Status::Completed | Status::Failed => TaskStatus::Completed,
         Status::Cancelled | Status::Expired => TaskStatus::Cancelled,
     };
     let updated = [&call.completed_at, &call.prepared_at, &call.executed_at, &call.confirmed_at]
@@ -154,6 +158,14 @@ fn task(call: &ToolCall) -> Task {
         task = task.with_status_message(message);
     }
     task
+}
+
+/// What the original `tools/call` would have answered: a complete result.
+fn modern_result(mut result: Value) -> Value {
+    if let Value::Object(object) = &mut result {
+        object.insert("resultType".to_owned(), json!("complete"));
+    }
+    result
 }
 
 fn object(value: Value) -> Map<String, Value> {
