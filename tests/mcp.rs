@@ -690,6 +690,12 @@ async fn the_2026_07_28_rules_over_raw_http() -> Result<()> {
     assert_eq!(code(&modern(&app, "ping", json!({})).await?), (404, Some(-32601)));
     assert_eq!(code(&modern(&app, "initialize", json!({})).await?), (404, Some(-32601)));
 
+    // An unknown tool, or a registered tool's alias, is not a tool here: -32602.
+    for name in ["send_fax", "fixture_alias"] {
+        let unknown = modern(&app, "tools/call", json!({"name": name, "arguments": {}})).await?;
+        assert_eq!(code(&unknown), (200, Some(-32602)), "{name}");
+    }
+
     // A registry tool needs the elicitation capability: -32021, 400, naming it.
     let needs =
         modern(&app, "tools/call", json!({"name": "fixture_action", "arguments": {"to": "a@example.com"}})).await?;

@@ -234,11 +234,13 @@ pub async fn call(ctx: &Ctx, era: &Era, params: &Value) -> Result<(Value, Option
         .get("name")
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::new(INVALID_PARAMS, "tools/call needs the name of a tool."))?;
-    if !ANSWERS.iter().any(|(operation, _)| *operation == name) && matches!(era, Era::Modern { .. }) {
-        let registered = gatehouse_lifecycle::describe_tools(ctx).await.map_err(crate::internal)?;
-        if registered.iter().any(|(_, described)| described.as_ref().is_some_and(|tool| tool.name == name)) {
-            return confirmation::call(ctx, era, name, params).await;
-        }
+    // Under 2026-07-28 a registered tool's own name is a tool of its own.
+    let operation = ANSWERS.iter().any(|(operation, _)| *operation == name);
+    if !operation
+        && matches!(era, Era::Modern { .. })
+        && gatehouse_lifecycle::is_registered_name(ctx, name).map_err(crate::internal)?
+    {
+        return confirmation::call(ctx, era, name, params).await;
     }
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => Map::new(),
