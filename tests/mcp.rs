@@ -685,6 +685,10 @@ async fn the_2026_07_28_rules_over_raw_http() -> Result<()> {
         raw(&app, &[("mcp-protocol-version", "2099-01-01")], json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}))
             .await?;
     assert_eq!(code(&refused), (400, Some(-32022)));
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let refused = raw(&app, &[("mcp-protocol-version", "2099-01-01")], notification.clone()).await?;
+    assert_eq!(code(&refused), (400, Some(-32022)), "a notification naming an unknown version");
+    assert_eq!(raw(&app, &[("mcp-protocol-version", MODERN)], notification).await?.status, 202);
 
     // Methods 2026-07-28 does not have: 404 and -32601.
     assert_eq!(code(&modern(&app, "ping", json!({})).await?), (404, Some(-32601)));

@@ -56,7 +56,10 @@ pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiErro
         }
     };
     match jsonrpc::classify(body) {
-        Ok(Message::NoReply) => Ok(accepted()),
+        Ok(Message::NoReply) => match protocol::known_version(headers) {
+            Ok(()) => Ok(accepted()),
+            Err(error) => Ok(rpc_answer(error.http_status, &jsonrpc::error(&Value::Null, &error))),
+        },
         Ok(Message::Request { id, method, params }) => match protocol::era(headers, &method, &params) {
             Ok(era) => Ok(answer(component, &era, &id, &method, &params).await),
             Err(error) => Ok(rpc_answer(error.http_status, &jsonrpc::error(&id, &error))),

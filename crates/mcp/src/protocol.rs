@@ -78,15 +78,22 @@ impl Era {
     }
 }
 
+/// A notification's check: the only rule for one is that the version it names is known (the
+/// revision defines no header requirements for notifications).
+pub fn known_version(headers: Headers) -> Result<(), RpcError> {
+    match headers.protocol_version.map(str::trim) {
+        Some(requested) if !SUPPORTED_VERSIONS.contains(&requested) => Err(unsupported(requested)),
+        _ => Ok(()),
+    }
+}
+
 /// Which revision a request speaks, after checking what that revision requires of it.
 pub fn era(headers: Headers, method: &str, params: &Value) -> Result<Era, RpcError> {
+    known_version(headers)?;
     let header_version = headers.protocol_version.map(str::trim);
-    let meta = params.get("_meta");
-    let meta_version = meta.and_then(|meta| meta.get(META_PROTOCOL_VERSION));
-    for requested in [header_version, meta_version.and_then(Value::as_str)].into_iter().flatten() {
-        if !SUPPORTED_VERSIONS.contains(&requested) {
-            return Err(unsupported(requested));
-        }
+    let meta_version = params.get("_meta").and_then(|meta| meta.get(META_PROTOCOL_VERSION));
+    if let Some(requested) = meta_version.and_then(Value::as_str).filter(|v| !SUPPORTED_VERSIONS.contains(v)) {
+        return Err(unsupported(requested));
     }
     let modern = header_version == Some(MODERN_VERSION)
         || meta_version.is_some_and(|version| !is_legacy(version))
