@@ -63,11 +63,19 @@ pub async fn list(ctx: &Ctx, era: &Era) -> Result<Value, ApiError> {
 }
 
 /// A registered tool as an MCP tool: its own parameters, and a confirmation before it acts.
-/// Its hints claim only what every registered tool is: it writes (a call), it is not
-/// idempotent (each call is a new one), and it reaches beyond this server (the tool's
-/// service); whether it destroys anything is the tool's to say, so that hint is left to its
-/// default.
+/// Its hints are what the tool says of its effects; a tool that says nothing is claimed only
+/// to write (a call is recorded) and is left to the hints' cautious defaults (destructive,
+/// not idempotent, open world).
 fn registered(tool: &ToolDescription, definitions: &Definitions) -> Value {
+    let annotations = match tool.effects {
+        Some(effects) => json!({
+            "readOnlyHint": effects.read_only,
+            "destructiveHint": effects.destructive,
+            "idempotentHint": effects.idempotent,
+            "openWorldHint": effects.open_world,
+        }),
+        None => json!({"readOnlyHint": false}),
+    };
     let checkpoint = if tool.needs_checkpoint {
         " It stops at a checkpoint and asks again before its irreversible step."
     } else {
@@ -78,7 +86,7 @@ fn registered(tool: &ToolDescription, definitions: &Definitions) -> Value {
         "description": format!("{} The user is asked to confirm first (an elicitation).{checkpoint}", tool.description),
         "inputSchema": tool.parameters_schema,
         "outputSchema": definitions.output_schema(REGISTERED_ANSWERS),
-        "annotations": {"readOnlyHint": false, "idempotentHint": false, "openWorldHint": true},
+        "annotations": annotations,
     })
 }
 
@@ -87,7 +95,8 @@ fn operations(tools: &[ToolDescription]) -> Vec<Value> {
     let wait = json!({"type": "number", "minimum": 0, "maximum": MAX_WAIT.as_secs(), "description": WAIT});
     let reason = json!({"type": "string", "description": "Why, in the caller's words; kept in the history."});
     let session = json!({"type": "string", "description": "The voice session (conversation) id."});
-    let read_only = json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false});
+    let read_only =
+        json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false});
     let tools = json!([
         {
             "name": "request_tool",
