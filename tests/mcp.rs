@@ -822,5 +822,42 @@ async fn send_email_and_query_vector_db_are_mcp_tools_and_send_email_confirms_in
     assert!(asked[0].contains("john.smith@gmail.com") && asked[0].contains("Meeting Tomorrow"), "{asked:?}");
     assert_eq!(gmail.fake.sent().len(), 1, "sent exactly once");
     client.cancel().await?;
+
+    // "No": cancelled when asked to confirm, nothing sent.
+    let email = json!({"to": "ann@example.com", "subject": "Lunch", "body": "Noon?"});
+    let email = email.as_object().cloned().context("object")?;
+    let client = discover(&gmail.app, Voice::answering(&[false]), vec![ProtocolVersion::V_2026_07_28]).await?;
+    let declined = client.call_tool(CallToolRequestParams::new("send_email").with_arguments(email.clone())).await?;
+    assert_eq!(checked(&validators, "send_email", &declined)?["status"], "CANCELLED");
+    assert_eq!(gmail.fake.sent().len(), 1, "nothing more was sent");
+    client.cancel().await?;
+
+    // With tasks: confirmed in the protocol, then a task through the draft (the checkpoint)
+    // to COMPLETED, the email sent once more.
+    let voice = Voice { tasks: true, ..Voice::default() };
+    let client = discover(&gmail.app, voice, vec![ProtocolVersion::V_2026_07_28]).await?;
+    let params = CallToolRequestParams::new("send_email").with_arguments(email);
+    let CallToolResponse::InputRequired(asked) = client.call_tool_once(params.clone()).await? else {
+        bail!("send_email must ask to confirm first");
+    };
+    let mut retry = params;
+    retry.input_responses = Some([("confirm".to_owned(), accept("confirm"))].into_iter().collect());
+    retry.request_state = asked.request_state;
+    let CallToolResponse::Task(task) = client.call_tool_once(retry).await? else {
+        bail!("a confirmed send_email answers a task to a client that takes them");
+    };
+    let id = task.task.task_id;
+    let at_draft = poll(&client, &id, |t| t.task.status() == TaskStatus::InputRequired).await?;
+    assert!(at_draft.task.task.status_message.is_some(), "the checkpoint's question is the status message");
+    let answer = [("proceed".to_owned(), accept("proceed"))].into_iter().collect();
+    client.update_task(UpdateTaskParams::new(id.clone(), answer)).await?;
+    let done = serde_json::to_value(poll(&client, &id, |t| t.task.status().is_terminal()).await?)?;
+    assert_eq!(
+        (done["status"].as_str(), done["result"]["structuredContent"]["status"].as_str()),
+        (Some("completed"), Some("COMPLETED")),
+        "{done}"
+    );
+    assert_eq!(gmail.fake.sent().len(), 2, "sent once more");
+    client.cancel().await?;
     Ok(())
 }
