@@ -190,7 +190,20 @@ async fn decide(
     // With the Tasks extension the answer is at once, a task; without, it waits for the call
     // to settle or reach its checkpoint, as `Prefer: wait` would.
     let wait: Option<Duration> = if era.tasks() { None } else { Some(MAX_WAIT) };
-    let outcome = match (stage, yes) {
+    let outcome = apply(ctx, id, stage, yes, wait).await;
+    progressed(ctx, era, name, id, outcome).await
+}
+
+/// The user's answer to a question, as the lifecycle takes it: yes to the sentence confirms,
+/// no cancels; at the checkpoint yes proceeds and no cancels there.
+pub async fn apply(
+    ctx: &Ctx,
+    id: &ToolCallId,
+    stage: Stage,
+    yes: bool,
+    wait: Option<Duration>,
+) -> Result<Outcome<Progress>, ApiError> {
+    match (stage, yes) {
         (Stage::Confirm, true) => {
             gatehouse_lifecycle::confirm(ctx, id, ConfirmRequest { callback_url: None }, wait).await
         }
@@ -204,8 +217,7 @@ async fn decide(
             let request = ResumeRequest { action: action.to_owned(), reason: reason.map(str::to_owned) };
             gatehouse_lifecycle::resume(ctx, id, request, wait).await
         }
-    };
-    progressed(ctx, era, name, id, outcome).await
+    }
 }
 
 /// Where a confirm or resume left the call, as this round's answer.

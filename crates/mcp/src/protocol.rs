@@ -245,11 +245,18 @@ pub fn discover_result(server_version: &str) -> Value {
     serde_json::to_value(result).unwrap_or(Value::Null)
 }
 
-/// A 2026-07-28 result: `resultType` (`complete` unless it says otherwise) and this server's
-/// identity in `_meta`.
-pub fn modern_result(mut result: Value, server_version: &str) -> Value {
+/// A 2026-07-28 result's `resultType`: `complete` unless it says otherwise.
+pub fn complete(mut result: Value) -> Value {
     if let Value::Object(object) = &mut result {
         object.entry("resultType").or_insert_with(|| json!("complete"));
+    }
+    result
+}
+
+/// A 2026-07-28 answer: [`complete`], and this server's identity in `_meta`.
+pub fn modern_result(result: Value, server_version: &str) -> Value {
+    let mut result = complete(result);
+    if let Value::Object(object) = &mut result {
         let meta = object.entry("_meta").or_insert_with(|| json!({}));
         if let Value::Object(meta) = meta {
             meta.insert(

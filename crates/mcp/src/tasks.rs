@@ -9,14 +9,14 @@
 //! settled), so that the client can tell the user the truth.
 
 use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
-use gatehouse_lifecycle::{CancelRequest, ConfirmRequest, Ctx, FollowUp, ResumeRequest};
+use gatehouse_lifecycle::{CancelRequest, Ctx, FollowUp};
 use gatehouse_store::ToolCall;
 use rmcp::model::{CreateTaskResult, DetailedTask, GetTaskResult, Task, TaskAckResult, TaskPayload, TaskStatus};
 use serde_json::{Map, Value, json};
 
 use crate::confirmation::{self, Stage};
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, REFUSED, RpcError};
-use crate::protocol::TASKS_EXTENSION;
+use crate::protocol::{self, TASKS_EXTENSION};
 use crate::tools;
 
 /// How often a client should poll a working task.
@@ -75,7 +75,7 @@ pub async fn get(ctx: &Ctx, params: &Value) -> Result<Value, RpcError> {
             None => TaskPayload::Working,
         },
         Status::Completed | Status::Failed => {
-            let result = object(modern_result(tools::tool_result(&call, call.status == Status::Failed)));
+            let result = object(protocol::complete(tools::tool_result(&call, call.status == Status::Failed)));
             TaskPayload::Completed { result }
         }
         Status::Cancelled | Status::Expired => TaskPayload::Cancelled,
@@ -93,22 +93,8 @@ pub async fn update(ctx: &Ctx, params: &Value) -> Result<Answer, RpcError> {
     let call = read(ctx, &id).await?;
     let Some((stage, _)) = Stage::of(&call) else { return Ok((ack(), None)) };
     let Some(yes) = confirmation::decision(stage, &responses)? else { return Ok((ack(), None)) };
-    let outcome = match (stage, yes) {
-        (Stage::Confirm, true) => gatehouse_lifecycle::confirm(ctx, &id, ConfirmRequest { callback_url: None }, None)
-            .await
-            .map(|o| o.follow_up),
-        (Stage::Confirm, false) => {
-            let reason = Some("The user declined when asked to confirm.".to_owned());
-            gatehouse_lifecycle::cancel(ctx, &id, CancelRequest { reason }).await.map(|o| o.follow_up)
-        }
-        (Stage::Checkpoint, proceed) => {
-            let (action, reason) =
-                if proceed { ("proceed", None) } else { ("cancel", Some("The user declined at the checkpoint.")) };
-            let request = ResumeRequest { action: action.to_owned(), reason: reason.map(str::to_owned) };
-            gatehouse_lifecycle::resume(ctx, &id, request, None).await.map(|o| o.follow_up)
-        }
-    };
-    outcome.map(|follow_up| (ack(), follow_up)).map_err(refused)
+    let outcome = confirmation::apply(ctx, &id, stage, yes, None).await;
+    outcome.map(|outcome| (ack(), outcome.follow_up)).map_err(refused)
 }
 
 /// `tasks/cancel`: the lifecycle's cancel. Once the irreversible step has started (or the call
@@ -158,14 +144,6 @@ fn task(call: &ToolCall) -> Task {
         task = task.with_status_message(message);
     }
     task
-}
-
-/// What the original `tools/call` would have answered: a complete result.
-fn modern_result(mut result: Value) -> Value {
-    if let Value::Object(object) = &mut result {
-        object.insert("resultType".to_owned(), json!("complete"));
-    }
-    result
 }
 
 fn object(value: Value) -> Map<String, Value> {
