@@ -8,6 +8,8 @@
 //! none before 2025-06-18), which this server also answers without a session. A version this
 //! server does not know, in the header or in `_meta`, is refused with the ones it does.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::model::{DiscoverResult, Implementation, ProtocolVersion, ServerCapabilities, ToolsCapability};
 use serde_json::{Map, Value, json};
 
@@ -171,34 +173,9 @@ fn check_headers(headers: Headers, method: &str, params: &Value) -> Result<(), R
 /// A header value as sent: plain, or `=?base64?…?=` around the UTF-8 bytes in Base64.
 fn decode_header_value(value: &str) -> Option<String> {
     match value.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) {
-        Some(encoded) => String::from_utf8(base64_decode(encoded)?).ok(),
+        Some(encoded) => String::from_utf8(BASE64.decode(encoded).ok()?).ok(),
         None => Some(value.to_owned()),
     }
-}
-
-/// Standard Base64 with padding, as the transport's value encoding uses it.
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let sextet = |c: u8| match c {
-        b'A'..=b'Z' => Some(c - b'A'),
-        b'a'..=b'z' => Some(c - b'a' + 26),
-        b'0'..=b'9' => Some(c - b'0' + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
-    };
-    let bytes = text.trim_end_matches('=').as_bytes();
-    if !text.len().is_multiple_of(4) || text.len() - bytes.len() > 2 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let values: Option<Vec<u8>> = chunk.iter().map(|&c| sextet(c)).collect();
-        let values = values?;
-        let word = values.iter().enumerate().fold(0u32, |word, (i, v)| word | u32::from(*v) << (18 - 6 * i));
-        let keep = values.len().saturating_sub(1);
-        out.extend(word.to_be_bytes()[1..=keep].iter().copied());
-    }
-    Some(out)
 }
 
 /// `UnsupportedProtocolVersionError`: what was asked, and what this server speaks.
