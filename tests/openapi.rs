@@ -956,7 +956,27 @@ async fn mcp_matches_the_description() -> Result<()> {
     let batch = mcp(json!([{"jsonrpc": "2.0", "id": 5, "method": "ping"}]), &[accept, version]).await?.expect(400)?;
     ensure!(batch.body["id"].is_null() && batch.body["error"]["code"] == -32600, "{}", batch.text);
     let too_old = mcp(ping.clone(), &[accept, ("mcp-protocol-version", "1999-01-01")]).await?.expect(400)?;
-    ensure!(too_old.body["error"]["code"] == -32600, "{}", too_old.text);
+    ensure!(too_old.body["error"]["code"] == -32022, "{}", too_old.text);
+    // 2026-07-28: discovery, a modern tool call, a header mismatch and a method it does not have.
+    let modern_meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let modern = [accept, ("mcp-protocol-version", "2026-07-28"), ("mcp-method", "server/discover")];
+    let discover = json!({"jsonrpc": "2.0", "id": 6, "method": "server/discover", "params": {"_meta": modern_meta}});
+    let discovered = mcp(discover.clone(), &modern).await?.expect(200)?;
+    ensure!(discovered.body["result"]["resultType"] == "complete", "{}", discovered.text);
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "get_context", "arguments": {"session_id": session}, "_meta": modern_meta}});
+    let headers =
+        [accept, ("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "get_context")];
+    let called = mcp(call, &headers).await?.expect(200)?;
+    let problems = api.api.problems(&json!({"$ref": "#/components/schemas/McpToolResult"}), &called.body["result"])?;
+    ensure!(problems.is_empty(), "not a McpToolResult:\n  {}\n{}", problems.join("\n  "), called.text);
+    let mismatch = [accept, ("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/list")];
+    let mismatched = mcp(discover, &mismatch).await?.expect(400)?;
+    ensure!(mismatched.body["error"]["code"] == -32020, "{}", mismatched.text);
+    let ping_modern = json!({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"_meta": modern_meta}});
+    let pinged = mcp(ping_modern, &[accept, ("mcp-protocol-version", "2026-07-28"), ("mcp-method", "ping")]).await?;
+    ensure!(pinged.expect(404)?.body["error"]["code"] == -32601, "ping is not a 2026-07-28 method");
     api.send(mcp_raw("text/plain", "{}")).await?.expect(415)?;
     for method in [Method::GET, Method::DELETE] {
         let refused = api.call(app, method, "/mcp", None, &[accept]).await?.expect(405)?;

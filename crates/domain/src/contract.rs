@@ -73,6 +73,23 @@ pub struct ToolDescription {
     /// The component's own crate version, filled in by the contract server.
     #[serde(default)]
     pub version: String,
+    /// What running the tool does to the world, if the tool says (MCP's tool annotations
+    /// come from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<ToolEffects>,
+}
+
+/// What a tool's execution does, as a client deciding how careful to be needs to know.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolEffects {
+    /// It changes nothing.
+    pub read_only: bool,
+    /// It may destroy or overwrite something (rather than only add).
+    pub destructive: bool,
+    /// Running it again with the same parameters changes nothing more.
+    pub idempotent: bool,
+    /// It reaches a world beyond this application (another service, other people).
+    pub open_world: bool,
 }
 
 /// The body of every `POST /tool/<operation>`.

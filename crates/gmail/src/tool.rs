@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use gatehouse_domain::contract::{Checkpoint, Executed, ToolDescription, ToolRequest};
+use gatehouse_domain::contract::{Checkpoint, Executed, ToolDescription, ToolEffects, ToolRequest};
 use gatehouse_domain::{FieldProblem, SessionId};
 use gatehouse_tool::{Tool, ToolFailure};
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,9 @@ impl Tool for GmailTool {
                 }
             }),
             needs_checkpoint: true,
+            // Sending adds a message to other people's mailboxes: nothing is overwritten, but
+            // sending twice sends twice.
+            effects: Some(ToolEffects { read_only: false, destructive: false, idempotent: false, open_world: true }),
             ..ToolDescription::default()
         }
     }

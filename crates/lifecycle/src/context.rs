@@ -46,6 +46,12 @@ impl Ctx {
     }
 
     /// The request's connection, opened by the first step that needs one (see the rule above).
+    /// The server's signing secret (the one callbacks are signed with), for a front end that
+    /// signs what it hands a client to bring back, such as MCP's `requestState`.
+    pub fn callback_secret(&self) -> Result<String, ApiError> {
+        self.config().callback_secret()
+    }
+
     pub fn db(&self) -> Result<Rc<Connection>, ApiError> {
         if let Some(connection) = self.connection.borrow().as_ref() {
             return Ok(connection.clone());

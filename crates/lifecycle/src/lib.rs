@@ -35,4 +35,4 @@ pub use modify::{ModifyRequest, modify};
 pub use outcome::{Brief, FollowUp, Outcome, Progress};
 pub use status::{SessionCalls, context, session_context, session_id, status};
 pub use sweep::{SweepReport, sweep};
-pub use tools::{ExecutionsQuery, describe_tools, list_tools, tool_executions, tool_stats};
+pub use tools::{ExecutionsQuery, describe_tools, is_registered_name, list_tools, tool_executions, tool_stats};

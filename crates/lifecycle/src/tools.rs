@@ -117,6 +117,11 @@ pub fn tool_stats(ctx: &Ctx, name: &str, window: Option<&str>) -> Result<Value, 
 }
 
 /// The registry entry for a tool's name or alias; the history is kept under its name.
+/// Whether `name` is a registered tool's own name (not an alias), from the registry alone.
+pub fn is_registered_name(ctx: &Ctx, name: &str) -> Result<bool, ApiError> {
+    Ok(ctx.config().registry()?.entries().iter().any(|entry| entry.name == name))
+}
+
 fn registered(ctx: &Ctx, name: &str) -> Result<RegistryEntry, ApiError> {
     let registry = ctx.config().registry()?;
     registry

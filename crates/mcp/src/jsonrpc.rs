@@ -7,6 +7,15 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+/// The codes 2026-07-28 defines in the range it reserves (`-32020` to `-32099`).
+pub const HEADER_MISMATCH: i64 = rmcp::model::ErrorCode::HEADER_MISMATCH.0 as i64;
+pub const MISSING_CLIENT_CAPABILITY: i64 = rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY.0 as i64;
+pub const UNSUPPORTED_VERSION: i64 = rmcp::model::ErrorCode::UNSUPPORTED_PROTOCOL_VERSION.0 as i64;
+/// This server's own code, outside JSON-RPC's reserved range as the specification asks: the
+/// lifecycle refused what a task method asked (a cancel once the side effect has started, say).
+/// `data` is the refusal as the REST route gives it.
+pub const REFUSED: i64 = -31000;
 
 /// What one POSTed message is.
 #[derive(Debug, PartialEq)]
@@ -22,11 +31,24 @@ pub enum Message {
 pub struct RpcError {
     pub code: i64,
     pub message: String,
+    pub data: Option<Value>,
+    /// The HTTP status the transport answers with: 200 unless the rule says otherwise.
+    pub http_status: u16,
 }
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError { code, message: message.into() }
+        RpcError { code, message: message.into(), data: None, http_status: 200 }
+    }
+
+    pub fn with_data(mut self, data: Value) -> RpcError {
+        self.data = Some(data);
+        self
+    }
+
+    pub fn with_status(mut self, http_status: u16) -> RpcError {
+        self.http_status = http_status;
+        self
     }
 }
 
@@ -68,7 +90,11 @@ pub fn result(id: &Value, result: Value) -> Value {
 }
 
 pub fn error(id: &Value, error: &RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": error.code, "message": error.message}})
+    let mut body = json!({"code": error.code, "message": error.message});
+    if let Some(data) = &error.data {
+        body["data"] = data.clone();
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": body})
 }
 
 #[cfg(test)]

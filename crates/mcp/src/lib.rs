@@ -2,11 +2,18 @@
 //! without sessions. Every POST carries one JSON-RPC message and gets a plain JSON answer;
 //! there is no server-initiated stream, so GET and DELETE answer 405 as the transport allows.
 //!
+//! Both eras share the endpoint, chosen per request ([`protocol::era`]): 2026-07-28, stateless
+//! by design (`server/discover`, per-request `_meta`, `resultType`, the Tasks extension and
+//! `input_required`), and the `initialize` handshake of 2025-11-25 and older.
+//!
 //! The tools call the same lifecycle functions as the REST routes ([`tools`]), behind the
 //! same bearer token.
 
+mod confirmation;
 mod jsonrpc;
 mod protocol;
+mod schemas;
+mod tasks;
 mod tools;
 
 use gatehouse_domain::{ApiError, ErrorCode};
@@ -14,9 +21,10 @@ use gatehouse_http::{BodyError, Component, Method, Reply, Request};
 use gatehouse_lifecycle::Ctx;
 use serde_json::{Map, Value};
 
-use crate::jsonrpc::{INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, RpcError};
+use crate::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, RpcError};
+use crate::protocol::{Era, Headers};
 
-pub use protocol::SUPPORTED_VERSIONS;
+pub use protocol::{MODERN_VERSION, SUPPORTED_VERSIONS};
 
 pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiError> {
     gatehouse_http::require_bearer(&req)?;
@@ -24,14 +32,11 @@ pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiErro
     if *req.method() != Method::Post {
         return Err(ApiError::method_not_allowed("POST"));
     }
-    if !protocol::header_supported(gatehouse_http::header(&req, "mcp-protocol-version")) {
-        let supported = protocol::SUPPORTED_VERSIONS.join(", ");
-        let error = RpcError::new(
-            INVALID_REQUEST,
-            format!("Unsupported MCP-Protocol-Version; this server speaks {supported}."),
-        );
-        return Ok(rpc_answer(400, &jsonrpc::error(&Value::Null, &error)));
-    }
+    let headers = Headers {
+        protocol_version: gatehouse_http::header(&req, "mcp-protocol-version"),
+        method: gatehouse_http::header(&req, "mcp-method"),
+        name: gatehouse_http::header(&req, "mcp-name"),
+    };
     let body = match gatehouse_http::parse_body::<Map<String, Value>>(&req) {
         Ok(Some(message)) => Value::Object(message),
         // A wrong media type keeps its HTTP answer; everything else about the body is
@@ -51,30 +56,48 @@ pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiErro
         }
     };
     match jsonrpc::classify(body) {
-        Ok(Message::NoReply) => Ok(accepted()),
-        Ok(Message::Request { id, method, params }) => Ok(answer(component, &id, &method, &params).await),
+        Ok(Message::NoReply) => match protocol::known_version(headers) {
+            Ok(()) => Ok(accepted()),
+            Err(error) => Ok(rpc_answer(error.http_status, &jsonrpc::error(&Value::Null, &error))),
+        },
+        Ok(Message::Request { id, method, params }) => match protocol::era(headers, &method, &params) {
+            Ok(era) => Ok(answer(component, &era, &id, &method, &params).await),
+            Err(error) => Ok(rpc_answer(error.http_status, &jsonrpc::error(&id, &error))),
+        },
         Err((id, error)) => Ok(rpc_answer(400, &jsonrpc::error(&id, &error))),
     }
 }
 
-async fn answer(component: Component, id: &Value, method: &str, params: &Value) -> Reply {
+async fn answer(component: Component, era: &Era, id: &Value, method: &str, params: &Value) -> Reply {
     let ctx = Ctx::new();
-    let outcome = match method {
-        "initialize" => Ok((protocol::initialize_result(params, component.version), None)),
-        "ping" => Ok((serde_json::json!({}), None)),
-        "tools/list" => tools::list(&ctx).await.map(|list| (list, None)).map_err(internal),
-        "tools/call" => tools::call(&ctx, params).await,
-        other => Err(RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {other}"))),
+    let modern = matches!(era, Era::Modern { .. });
+    let outcome = match (method, modern) {
+        ("initialize", false) => Ok((protocol::initialize_result(params, component.version), None)),
+        ("ping", false) => Ok((serde_json::json!({}), None)),
+        ("server/discover", true) => Ok((protocol::discover_result(component.version), None)),
+        ("tools/list", _) => tools::list(&ctx, era).await.map(|list| (list, None)).map_err(internal),
+        ("tools/call", _) => tools::call(&ctx, era, params).await,
+        ("tasks/get" | "tasks/update" | "tasks/cancel", true) if !era.tasks() => Err(tasks::not_declared()),
+        ("tasks/get", true) => tasks::get(&ctx, params).await.map(|task| (task, None)),
+        ("tasks/update", true) => tasks::update(&ctx, params).await,
+        ("tasks/cancel", true) => tasks::cancel(&ctx, params).await,
+        // Under 2026-07-28 an unknown method is 404, so that a client can tell it from a
+        // server without this endpoint.
+        (other, _) => {
+            let error = RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {other}"));
+            Err(if modern { error.with_status(404) } else { error })
+        }
     };
     match outcome {
         Ok((result, after)) => {
+            let result = if modern { protocol::modern_result(result, component.version) } else { result };
             let reply = rpc_answer(200, &jsonrpc::result(id, result));
             match after {
                 Some(work) => reply.then(work),
                 None => reply,
             }
         }
-        Err(error) => rpc_answer(200, &jsonrpc::error(id, &error)),
+        Err(error) => rpc_answer(error.http_status, &jsonrpc::error(id, &error)),
     }
 }
 
@@ -82,7 +105,7 @@ async fn answer(component: Component, id: &Value, method: &str, params: &Value) 
 /// JSON-RPC's internal error, with the route's own sentence.
 fn internal(error: ApiError) -> RpcError {
     gatehouse_platform::log_error(&error);
-    RpcError::new(-32603, error.message)
+    RpcError::new(INTERNAL_ERROR, error.message)
 }
 
 fn rpc_answer(status: u16, message: &Value) -> Reply {

@@ -1,6 +1,11 @@
 //! The lifecycle operations as MCP tools. Each one takes its arguments apart and calls the
 //! very function its REST route calls; the typed answer becomes the tool result, an error
-//! becomes an `isError` result with the same code and sentence the route would give.
+//! becomes an `isError` result with the same code and sentence the route would give. Every
+//! tool's `outputSchema` is the REST description's schema of the same answers ([`schemas`]).
+//!
+//! Under 2026-07-28 the registered tools are listed too, as tools of their own
+//! ([`confirmation`]), and `confirm_tool` and `resume_tool` answer a task to a client that
+//! declared the Tasks extension ([`tasks`]).
 
 use std::time::Duration;
 
@@ -14,27 +19,91 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::{INVALID_PARAMS, RpcError};
+use crate::protocol::Era;
+use crate::schemas::Definitions;
+use crate::{confirmation, tasks};
 
 const TOOL_CALL_ID: &str = "The tool_call_id that request_tool answered (tc_ and 12 hex digits).";
 const WAIT: &str = "Seconds (at most 30) to wait for the call to settle before answering, like Prefer: wait=N.";
 
-/// `tools/list`: the eight operations. `request_tool` describes every registered tool's
-/// parameters, as the tools describe themselves.
-pub async fn list(ctx: &Ctx) -> Result<Value, ApiError> {
+/// What each lifecycle tool answers: the REST description's schemas of the same answers.
+const ANSWERS: [(&str, &[&str]); 8] = [
+    ("request_tool", &["CreateResponse"]),
+    ("modify_tool", &["ModifyResponse"]),
+    ("confirm_tool", &["Accepted", "ToolCall"]),
+    ("cancel_tool", &["CancelResponse"]),
+    ("resume_tool", &["Accepted", "ToolCall", "CancelResponse"]),
+    ("get_status", &["ToolCall"]),
+    ("get_context", &["ContextResponse"]),
+    ("get_session_context", &["SessionContext"]),
+];
+
+/// What a registered tool's final answer is: the call as it settled (or reached within the
+/// wait), still running, or cancelled.
+const REGISTERED_ANSWERS: &[&str] = &["ToolCall", "Accepted", "CancelResponse"];
+
+/// `tools/list`: the eight operations, and under 2026-07-28 every registered tool as a tool of
+/// its own. `request_tool` describes every registered tool's parameters, as the tools describe
+/// themselves.
+pub async fn list(ctx: &Ctx, era: &Era) -> Result<Value, ApiError> {
     let tools: Vec<ToolDescription> =
         gatehouse_lifecycle::describe_tools(ctx).await?.into_iter().filter_map(|(_, described)| described).collect();
+    let definitions = Definitions::load();
+    let mut list = operations(&tools);
+    for tool in list.iter_mut() {
+        let answers = ANSWERS.iter().find(|(name, _)| tool["name"] == *name).map_or(&[][..], |(_, answers)| *answers);
+        tool["outputSchema"] = definitions.output_schema(answers);
+    }
+    if matches!(era, Era::Modern { .. }) {
+        list.extend(tools.iter().map(|tool| registered(tool, &definitions)));
+        // The list changes only with a deployment; it is behind a bearer token, so private.
+        return Ok(json!({"tools": list, "ttlMs": 60_000, "cacheScope": "private"}));
+    }
+    Ok(json!({"tools": list}))
+}
+
+/// A registered tool as an MCP tool: its own parameters, and a confirmation before it acts.
+/// Its hints are what the tool says of its effects; a tool that says nothing is claimed only
+/// to write (a call is recorded) and is left to the hints' cautious defaults (destructive,
+/// not idempotent, open world).
+fn registered(tool: &ToolDescription, definitions: &Definitions) -> Value {
+    let annotations = match tool.effects {
+        Some(effects) => json!({
+            "readOnlyHint": effects.read_only,
+            "destructiveHint": effects.destructive,
+            "idempotentHint": effects.idempotent,
+            "openWorldHint": effects.open_world,
+        }),
+        None => json!({"readOnlyHint": false}),
+    };
+    let checkpoint = if tool.needs_checkpoint {
+        " It stops at a checkpoint and asks again before its irreversible step."
+    } else {
+        ""
+    };
+    json!({
+        "name": tool.name,
+        "description": format!("{} The user is asked to confirm first (an elicitation).{checkpoint}", tool.description),
+        "inputSchema": tool.parameters_schema,
+        "outputSchema": definitions.output_schema(REGISTERED_ANSWERS),
+        "annotations": annotations,
+    })
+}
+
+fn operations(tools: &[ToolDescription]) -> Vec<Value> {
     let call_id = json!({"type": "string", "pattern": "^tc_[0-9a-f]{12}$", "description": TOOL_CALL_ID});
     let wait = json!({"type": "number", "minimum": 0, "maximum": MAX_WAIT.as_secs(), "description": WAIT});
     let reason = json!({"type": "string", "description": "Why, in the caller's words; kept in the history."});
     let session = json!({"type": "string", "description": "The voice session (conversation) id."});
-    let read_only = json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false});
+    let read_only =
+        json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false});
     let tools = json!([
         {
             "name": "request_tool",
             "title": "Request a tool call",
-            "description": request_description(&tools),
-            "inputSchema": request_schema(&tools, &session),
-            "annotations": {"readOnlyHint": false, "destructiveHint": false, "openWorldHint": false},
+            "description": request_description(tools),
+            "inputSchema": request_schema(tools, &session),
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false},
         },
         {
             "name": "modify_tool",
@@ -66,7 +135,8 @@ pub async fn list(ctx: &Ctx) -> Result<Value, ApiError> {
             "description": "Cancels a PENDING or PREPARED call, or an EXECUTING one whose irreversible step has not \
                 started; once it has, the answer says it is too late.",
             "inputSchema": object(json!({"tool_call_id": call_id, "reason": reason}), &["tool_call_id"]),
-            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
+            // At the checkpoint a cancel discards what the tool prepared (a draft, say).
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": true},
         },
         {
             "name": "resume_tool",
@@ -106,7 +176,10 @@ pub async fn list(ctx: &Ctx) -> Result<Value, ApiError> {
             "annotations": read_only,
         },
     ]);
-    Ok(json!({"tools": tools}))
+    match tools {
+        Value::Array(tools) => tools,
+        _ => Vec::new(),
+    }
 }
 
 fn object(properties: Value, required: &[&str]) -> Value {
@@ -162,11 +235,22 @@ fn request_schema(tools: &[ToolDescription], session: &Value) -> Value {
 
 /// A `tools/call`: the operation's result, and any work the operation goes on with once that
 /// answer is out. Unknown tools are a protocol error.
-pub async fn call(ctx: &Ctx, params: &Value) -> Result<(Value, Option<FollowUp>), RpcError> {
+pub async fn call(ctx: &Ctx, era: &Era, params: &Value) -> Result<(Value, Option<FollowUp>), RpcError> {
+    if !params.is_object() {
+        return Err(RpcError::new(INVALID_PARAMS, "The params of tools/call must be an object."));
+    }
     let name = params
         .get("name")
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::new(INVALID_PARAMS, "tools/call needs the name of a tool."))?;
+    // Under 2026-07-28 a registered tool's own name is a tool of its own.
+    let operation = ANSWERS.iter().any(|(operation, _)| *operation == name);
+    if !operation
+        && matches!(era, Era::Modern { .. })
+        && gatehouse_lifecycle::is_registered_name(ctx, name).map_err(crate::internal)?
+    {
+        return confirmation::call(ctx, era, name, params).await;
+    }
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(arguments)) => arguments.clone(),
@@ -184,17 +268,32 @@ pub async fn call(ctx: &Ctx, params: &Value) -> Result<(Value, Option<FollowUp>)
         unknown => return Err(RpcError::new(INVALID_PARAMS, format!("Unknown tool: {unknown}"))),
     };
     Ok(match outcome {
-        Ok(outcome) => (tool_result(&outcome.answer, false), outcome.follow_up),
-        Err(error) => {
-            gatehouse_platform::log_error(&error);
-            (tool_result(&error, true), None)
+        // To a client that takes tasks, running a call answers the task that follows it.
+        Ok(outcome) if era.tasks() && matches!(name, "confirm_tool" | "resume_tool") => {
+            let id = outcome
+                .answer
+                .get("tool_call_id")
+                .and_then(Value::as_str)
+                .and_then(|id| gatehouse_http::parse_call_id(id).ok());
+            match id {
+                Some(id) => (tasks::created(&tasks::read(ctx, &id).await?), outcome.follow_up),
+                None => (tool_result(&outcome.answer, false), outcome.follow_up),
+            }
         }
+        Ok(outcome) => (tool_result(&outcome.answer, false), outcome.follow_up),
+        Err(error) => (refusal(&error), None),
     })
+}
+
+/// A refusal as a tool result the agent can speak: the route's code and sentence.
+pub fn refusal(error: &ApiError) -> Value {
+    gatehouse_platform::log_error(error);
+    tool_result(error, true)
 }
 
 /// An answer as an MCP tool result: structured content, and the same JSON as text for
 /// clients that read only text.
-fn tool_result(answer: &impl Serialize, is_error: bool) -> Value {
+pub fn tool_result(answer: &impl Serialize, is_error: bool) -> Value {
     let body = serde_json::to_value(answer).unwrap_or(Value::Null);
     json!({
         "content": [{"type": "text", "text": body.to_string()}],

@@ -3,7 +3,7 @@
 
 use crate as search;
 use gatehouse_domain::FieldProblem;
-use gatehouse_domain::contract::{Checkpoint, Executed, ToolDescription, ToolRequest};
+use gatehouse_domain::contract::{Checkpoint, Executed, ToolDescription, ToolEffects, ToolRequest};
 use gatehouse_tool::{Tool, ToolFailure};
 use serde_json::{Map, Value};
 
@@ -22,6 +22,9 @@ impl Tool for VectorQuery {
             description: DESCRIPTION.into(),
             parameters_schema: search::parameters_schema(),
             needs_checkpoint: false,
+            // It searches this application's own documents and stores the results as the
+            // session's last_query_results, replacing the previous ones.
+            effects: Some(ToolEffects { read_only: false, destructive: true, idempotent: true, open_world: false }),
             ..ToolDescription::default()
         }
     }
