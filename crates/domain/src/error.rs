@@ -27,10 +27,12 @@ pub enum ErrorCode {
     CallbackNotAllowed,
     SideEffectStarted,
     ToolUnavailable,
+    /// The host stopped a request that outlived its deadline (the runner's `--request-timeout`).
+    DeadlineExceeded,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
@@ -48,6 +50,7 @@ impl ErrorCode {
         ErrorCode::CallbackNotAllowed,
         ErrorCode::SideEffectStarted,
         ErrorCode::ToolUnavailable,
+        ErrorCode::DeadlineExceeded,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -69,6 +72,7 @@ impl ErrorCode {
             ErrorCode::CallbackNotAllowed => "callback_not_allowed",
             ErrorCode::SideEffectStarted => "side_effect_started",
             ErrorCode::ToolUnavailable => "tool_unavailable",
+            ErrorCode::DeadlineExceeded => "deadline_exceeded",
         }
     }
 
@@ -91,7 +95,7 @@ impl ErrorCode {
             ErrorCode::Internal => 500,
             // The tool component behind a private route failed or could not be reached.
             ErrorCode::ToolUnavailable => 502,
-            ErrorCode::DatabaseUnavailable => 503,
+            ErrorCode::DatabaseUnavailable | ErrorCode::DeadlineExceeded => 503,
         }
     }
 }
@@ -329,6 +333,7 @@ mod tests {
             (ErrorCode::CallbackNotAllowed, 422),
             (ErrorCode::SideEffectStarted, 409),
             (ErrorCode::ToolUnavailable, 502),
+            (ErrorCode::DeadlineExceeded, 503),
         ];
         assert_eq!(expected.len(), ErrorCode::ALL.len());
         for (code, status) in expected {

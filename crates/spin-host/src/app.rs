@@ -87,10 +87,6 @@ pub struct App {
 /// 14.6-16.6 ms and throughput fell by about 8% (medians of ten runs each).
 const YIELD_AFTER: Duration = Duration::from_millis(50);
 
-/// The code of the answer to a request whose guest ran past its deadline. Not one of the
-/// components' codes (`gatehouse_domain::ErrorCode`): only the runner gives it.
-pub(crate) const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
-
 /// A guest stopped because it outlived its request's deadline: trapped by the epoch callback
 /// while running, or dropped while it waited (for a free instance, or in a host call).
 #[derive(Debug, thiserror::Error)]
@@ -446,7 +442,7 @@ fn failure_response(error: &anyhow::Error) -> Response<HyperOutgoingBody> {
             "The request took longer than the server allows ({} s) and was stopped.",
             stopped.timeout.as_secs_f64()
         );
-        return error_response(StatusCode::SERVICE_UNAVAILABLE, DEADLINE_EXCEEDED, &message);
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::DeadlineExceeded.as_str(), &message);
     }
     crate::log::error("request failed", json!({"error": format!("{error:#}")}));
     let internal = ApiError::internal();
