@@ -353,6 +353,12 @@ export interface JsonRpcError {
   id: string | number | null;
   error: { code: number; message: string };
 }
+export interface McpToolResult {
+  content: Array<{ type: "text"; text: string }>;
+  /** Exactly the JSON body the equivalent REST route answers (an `ErrorBody` when `isError`). */
+  structuredContent: Record<string, unknown>;
+  isError: boolean;
+}
 export type McpProtocolVersion = "2025-11-25" | "2025-06-18" | "2025-03-26" | "2024-11-05";
 
 // Callbacks (components/callbacks), as a relay receives them.
