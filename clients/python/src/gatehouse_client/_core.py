@@ -128,7 +128,7 @@ class Core:
         """Seconds to wait before the next attempt, or raises."""
         not_sent = isinstance(error, _NOT_SENT)
         if attempt < self.max_attempts and (not_sent or call.retry == IDEMPOTENT):
-            return self.retry_backoff * 2 ** (attempt - 1)
+            return float(self.retry_backoff * 2 ** (attempt - 1))
         where = "the request was not sent" if not_sent else "it may have reached Gatehouse"
         raise GatehouseConnectionError(
             f"{call.method} {call.path}: no answer from Gatehouse ({type(error).__name__}: {error}); {where}",

@@ -8,7 +8,7 @@ import inspect
 import json
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Sequence, Type, Union
+from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Sequence, Tuple, Type, Union
 
 from .signature import Bytes, verify_callback
 
@@ -40,7 +40,7 @@ def _kind(headers: Mapping[str, str], body: Dict[str, Any]) -> str:
     return "completion"
 
 
-def _check(secret: Any, tolerance: int, headers: Mapping[str, str], raw: bytes):
+def _check(secret: Any, tolerance: int, headers: Mapping[str, str], raw: bytes) -> Tuple[int, Optional[Dict[str, Any]], Optional[Callback]]:
     """(status, answer-or-None, Callback-or-None)."""
     if not verify_callback(secret, headers.get("x-gatehouse-signature"), raw, tolerance):
         return 401, {"error": "bad signature"}, None
@@ -107,7 +107,7 @@ def callback_asgi_app(
     tolerance: int = 300,
     on_rejected: Optional[Callable[[str], None]] = None,
     max_body_bytes: int = 1 << 20,
-):
+) -> Callable[..., Awaitable[None]]:
     """The same as an ASGI application (mount it under Starlette, FastAPI, or serve it with any
     ASGI server). ``on_callback`` may be a coroutine function."""
 
