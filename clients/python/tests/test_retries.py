@@ -92,6 +92,31 @@ def test_the_async_client_waits_out_a_503_too():
         proxy.close()
 
 
+def test_a_modify_refused_with_503_is_retried_and_goes_through():
+    created = create(client(), session("503-modify"))
+    proxy = Proxy(lambda n: UNAVAILABLE if n == 0 else "forward")
+    try:
+        modified = client(base_url=proxy.url).modify_tool_call(created["tool_call_id"], {"parameters": {"to": "john.smith@gmail.com"}})
+        assert modified["updated_parameters"]["to"] == "john.smith@gmail.com"
+        assert proxy.stats["answered"] == 1
+    finally:
+        proxy.close()
+
+
+def test_a_confirm_answered_503_is_not_sent_again_and_carries_retry_after():
+    gh = client()
+    created = create(gh, session("503-confirm"))
+    proxy = Proxy(lambda n: UNAVAILABLE if n == 0 else "forward")
+    try:
+        with pytest.raises(DatabaseUnavailableError) as raised:
+            client(base_url=proxy.url).confirm_tool_call(created["tool_call_id"], wait=5)
+        assert raised.value.retry_after == 1
+        assert proxy.stats["connections"] == 1
+        assert gh.get_tool_call(created["tool_call_id"])["status"] == "PENDING"
+    finally:
+        proxy.close()
+
+
 def test_503s_past_the_attempts_or_a_long_retry_after_are_raised():
     proxy = Proxy(lambda n: UNAVAILABLE)
     try:

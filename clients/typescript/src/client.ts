@@ -69,14 +69,19 @@ export interface CreateOptions extends RequestOptions {
 
 /**
  * When a request may be sent again:
- * - `idempotent`: after any connection failure, and after a 503 with `Retry-After`
- *   (reads, the sweep, and a create, which always carries an Idempotency-Key);
- * - `once`: only when the connection failed before the request left, and after a 503 with
- *   `Retry-After` (Gatehouse wrote nothing). Confirm, resume, modify, cancel, the direct flows
- *   and MCP: an answer lost after sending is raised as a GatehouseConnectionError with
- *   `maybeSent: true`, for the relay to look at the call's status before acting again.
+ * - `idempotent` (reads, the sweep, and a create, which always carries an Idempotency-Key):
+ *   after any connection failure, and after a 503 with `Retry-After`, once that time has passed;
+ * - `modify`: after a connection that failed before the request left, and after a 503 with
+ *   `Retry-After` (a modify keeps the one connection it opened first, so its 503 means nothing
+ *   was written);
+ * - `once` (confirm, resume, cancel, the direct flows, MCP): only after a connection that failed
+ *   before the request left. Their answer lost after sending is a GatehouseConnectionError with
+ *   `maybeSent: true`, and their 503 a DatabaseUnavailableError with `retryAfter`: under
+ *   `Prefer: wait`, or for a cancel at the checkpoint, Gatehouse opens a new connection after its
+ *   transition has committed, so a 503 there does not prove nothing happened. The relay reads
+ *   the call's status (`getToolCall`, which is retried) before acting again.
  */
-type RetryPolicy = "idempotent" | "once";
+type RetryPolicy = "idempotent" | "modify" | "once";
 
 interface Call {
   method: "GET" | "POST" | "PATCH" | "DELETE";
@@ -155,7 +160,7 @@ export class Gatehouse {
 
   /** `PATCH /voice-tools/modify/{id}`: a JSON merge patch on a PENDING call's parameters. */
   async modifyToolCall(id: string, request: ModifyRequest, options?: RequestOptions): Promise<ModifyResponse> {
-    return (await this.send<ModifyResponse>({ method: "PATCH", path: `/voice-tools/modify/${enc(id)}`, body: request, retry: "once", options })).body;
+    return (await this.send<ModifyResponse>({ method: "PATCH", path: `/voice-tools/modify/${enc(id)}`, body: request, retry: "modify", options })).body;
   }
 
   /** `DELETE /voice-tools/cancel/{id}`. */
@@ -165,7 +170,8 @@ export class Gatehouse {
 
   /**
    * `POST /voice-tools/confirm/{id}`: 202 `Accepted` at once, or with `wait` the call in full once
-   * it leaves EXECUTING (`isToolCall` tells which). Never retried once it may have been sent.
+   * it leaves EXECUTING (`isToolCall` tells which). Sent again only if it never left; a lost
+   * answer or a 503 is raised for the relay to read the call's status first.
    */
   async confirmToolCall(id: string, request: ConfirmRequest = {}, options?: WaitOptions): Promise<Accepted | ToolCall> {
     return (
@@ -198,7 +204,7 @@ export class Gatehouse {
 
   /**
    * `POST /resume-execution/{id}`: `proceed` (202 `Accepted`, or with `wait` the settled call) or
-   * `cancel` (`CancelResponse`). Never retried once it may have been sent.
+   * `cancel` (`CancelResponse`). Sent again only if it never left, like confirm.
    */
   async resumeExecution(id: string, request: ResumeRequest, options?: WaitOptions): Promise<Accepted | ToolCall | CancelResponse> {
     return (
@@ -309,10 +315,13 @@ export class Gatehouse {
 
     for (let attempt = 1; ; attempt++) {
       let response: Response;
+      let text: string;
       try {
         const signals = [AbortSignal.timeout(timeout)];
         if (call.options?.signal) signals.push(call.options.signal);
         response = await this.fetchImpl(url, { method: call.method, headers, body, signal: AbortSignal.any(signals) });
+        // Read inside the try: a connection cut in the middle of the answer is a lost answer too.
+        text = await response.text();
       } catch (error) {
         if (call.options?.signal?.aborted) throw error;
         const code = causeCode(error);
@@ -329,11 +338,8 @@ export class Gatehouse {
           { cause: error },
         );
       }
-      const text = await response.text();
       const retryAfter = parseRetryAfter(response.headers.get("retry-after"));
-      if (response.status === 503 && retryAfter !== undefined && !call.accept?.includes(503)) {
-        // Gatehouse answers 503 with Retry-After only when it wrote nothing (the database is
-        // unavailable), so every request may be sent again once that time has passed.
+      if (response.status === 503 && retryAfter !== undefined && call.retry !== "once" && !call.accept?.includes(503)) {
         if (attempt < this.maxAttempts && retryAfter <= this.maxRetryAfterSeconds) {
           await sleep(retryAfter * 1000);
           continue;

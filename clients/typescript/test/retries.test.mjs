@@ -65,14 +65,27 @@ test("a 503 with Retry-After is waited out and retried, and the retry reaches th
   }
 });
 
-test("a confirm refused with 503 and Retry-After (nothing written) is retried and goes through", async () => {
+test("a modify refused with 503 and Retry-After (it wrote nothing) is retried and goes through", async () => {
+  const gh = client();
+  const created = await gh.createToolCall({ session_id: session("503-modify"), function_name: "send_email", parameters: seedEmail });
+  const proxy = await startProxy((n) => (n === 0 ? { respond: unavailable(1) } : "forward"));
+  try {
+    const modified = await client({ baseUrl: proxy.url }).modifyToolCall(created.tool_call_id, { parameters: { to: "john.smith@gmail.com" } });
+    assert.equal(modified.updated_parameters.to, "john.smith@gmail.com");
+    assert.equal(proxy.stats.answered, 1);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("a confirm answered 503 is not sent again: the relay gets retryAfter and reads the status first", async () => {
   const gh = client();
   const created = await gh.createToolCall({ session_id: session("503-confirm"), function_name: "send_email", parameters: seedEmail });
   const proxy = await startProxy((n) => (n === 0 ? { respond: unavailable(1) } : "forward"));
   try {
-    const confirmed = await client({ baseUrl: proxy.url }).confirmToolCall(created.tool_call_id);
-    assert.equal(confirmed.status, "EXECUTING");
-    assert.equal(proxy.stats.answered, 1);
+    await assert.rejects(client({ baseUrl: proxy.url }).confirmToolCall(created.tool_call_id, {}, { wait: 5 }), (e) => e instanceof DatabaseUnavailableError && e.retryAfter === 1);
+    assert.equal(proxy.stats.connections, 1, "sent once");
+    assert.equal((await gh.getToolCall(created.tool_call_id)).status, "PENDING");
   } finally {
     await proxy.close();
   }

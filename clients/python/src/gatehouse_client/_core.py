@@ -36,13 +36,19 @@ OPERATIONS: Dict[str, Tuple[str, str, str]] = {
 }
 
 # When a request may be sent again:
-# - IDEMPOTENT: after any connection failure, and after a 503 with Retry-After (reads, the
-#   sweep, and a create, which always carries an Idempotency-Key);
-# - ONCE: only when the connection failed before the request left, and after a 503 with
-#   Retry-After (Gatehouse wrote nothing). Confirm, resume, modify, cancel, the direct flows and
-#   MCP: an answer lost after sending is raised as GatehouseConnectionError(maybe_sent=True), for
-#   the relay to look at the call's status before acting again.
+# - IDEMPOTENT (reads, the sweep, and a create, which always carries an Idempotency-Key): after
+#   any connection failure, and after a 503 with Retry-After, once that time has passed;
+# - MODIFY: after a connection that failed before the request left, and after a 503 with
+#   Retry-After (a modify keeps the one connection it opened first, so its 503 means nothing
+#   was written);
+# - ONCE (confirm, resume, cancel, the direct flows, MCP): only after a connection that failed
+#   before the request left. Their answer lost after sending is GatehouseConnectionError
+#   (maybe_sent=True), and their 503 DatabaseUnavailableError (retry_after): under
+#   ``Prefer: wait``, or for a cancel at the checkpoint, Gatehouse opens a new connection after
+#   its transition has committed, so a 503 there does not prove nothing happened. The relay reads
+#   the call's status (get_tool_call, which is retried) before acting again.
 IDEMPOTENT = "idempotent"
+MODIFY = "modify"
 ONCE = "once"
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
@@ -138,9 +144,7 @@ class Core:
     def on_response(self, call: Call, response: httpx.Response, attempt: int) -> Union[Answer, float]:
         """The answer, or seconds to wait before the next attempt; raises an error answer."""
         retry_after = parse_retry_after(response.headers.get("retry-after"))
-        if response.status_code == 503 and retry_after is not None and 503 not in call.accept:
-            # Gatehouse answers 503 with Retry-After only when it wrote nothing (the database is
-            # unavailable), so any request may be sent again once that time has passed.
+        if response.status_code == 503 and retry_after is not None and call.retry != ONCE and 503 not in call.accept:
             if attempt < self.max_attempts and retry_after <= self.max_retry_after:
                 return float(retry_after)
         if response.is_success or response.status_code in call.accept:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, Optional, Union, cast
 
 import httpx
 
-from ._core import IDEMPOTENT, ONCE, Answer, Call, Core, new_idempotency_key, quote, raw
+from ._core import IDEMPOTENT, MODIFY, ONCE, Answer, Call, Core, new_idempotency_key, quote, raw
 from .types import (
     Accepted,
     CancelRequest,
@@ -83,7 +83,7 @@ class Gatehouse:
 
     def modify_tool_call(self, id: str, request: ModifyRequest, *, traceparent: Optional[str] = None) -> ModifyResponse:
         """``PATCH /voice-tools/modify/{id}``: a JSON merge patch on a PENDING call's parameters."""
-        call = Call("PATCH", f"/voice-tools/modify/{quote(id)}", ONCE, body=request, traceparent=traceparent)
+        call = Call("PATCH", f"/voice-tools/modify/{quote(id)}", MODIFY, body=request, traceparent=traceparent)
         return cast(ModifyResponse, self._send(call).body)
 
     def cancel_tool_call(self, id: str, request: Optional[CancelRequest] = None, *, traceparent: Optional[str] = None) -> CancelResponse:
@@ -95,7 +95,8 @@ class Gatehouse:
         self, id: str, request: Optional[ConfirmRequest] = None, *, wait: Optional[float] = None, traceparent: Optional[str] = None
     ) -> Union[Accepted, ToolCall]:
         """``POST /voice-tools/confirm/{id}``: ``Accepted`` at once, or with ``wait`` the call in full once
-        it leaves EXECUTING (``is_tool_call`` tells which). Never sent again once it may have arrived."""
+        it leaves EXECUTING (``is_tool_call`` tells which). Sent again only if it never left; a lost
+        answer or a 503 is raised for the relay to read the call's status first."""
         call = Call("POST", f"/voice-tools/confirm/{quote(id)}", ONCE, body=request or {}, wait=wait, traceparent=traceparent)
         return cast(Union[Accepted, ToolCall], self._send(call).body)
 
@@ -119,7 +120,7 @@ class Gatehouse:
         self, id: str, request: ResumeRequest, *, wait: Optional[float] = None, traceparent: Optional[str] = None
     ) -> Union[Accepted, ToolCall, CancelResponse]:
         """``POST /resume-execution/{id}``: ``proceed`` (``Accepted``, or with ``wait`` the settled call) or
-        ``cancel`` (``CancelResponse``). Never sent again once it may have arrived."""
+        ``cancel`` (``CancelResponse``). Sent again only if it never left, like confirm."""
         call = Call("POST", f"/resume-execution/{quote(id)}", ONCE, body=request, wait=wait, traceparent=traceparent)
         return cast(Union[Accepted, ToolCall, CancelResponse], self._send(call).body)
 
