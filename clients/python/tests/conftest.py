@@ -30,6 +30,8 @@ TOKEN = _required("GATEHOUSE_TOKEN")
 SECRET = _required("GATEHOUSE_CALLBACK_SECRET")
 OPENAPI = _required("GATEHOUSE_OPENAPI")
 CHECKPOINT_TTL = float(os.environ.get("GATEHOUSE_CHECKPOINT_TTL", "0"))
+# The same application with no reachable database: its own 503 database_unavailable answers.
+DEGRADED_URL = _required("GATEHOUSE_DEGRADED_URL")
 
 SEED_EMAIL = {"to": "john@gmail.com", "subject": "Meeting Tomorrow", "body": "See you at 10."}
 

@@ -1,6 +1,7 @@
 """Every error code of the OpenAPI file raised as its exception class: from the real application
-wherever a request can provoke it, else (internal, tool_unavailable, side_effect_started,
-database_unavailable) from the documented answer played by a proxy."""
+wherever a request can provoke it (database_unavailable from one whose database is out of reach),
+else (internal, tool_unavailable, side_effect_started) from the documented answer played by a
+proxy."""
 
 import time
 
@@ -13,7 +14,7 @@ from gatehouse_client import (
     UnsupportedMediaTypeError, ValidationFailedError, is_tool_call,
 )
 
-from conftest import CHECKPOINT_TTL, SEED_EMAIL, Proxy, client, raw_answer, session
+from conftest import CHECKPOINT_TTL, DEGRADED_URL, SEED_EMAIL, Proxy, client, raw_answer, session
 
 COVERED = set()
 gh = client()
@@ -73,7 +74,6 @@ CANNED = [
     (502, "Bad Gateway", {"error": "The email tool isn't answering right now.", "code": "tool_unavailable"}, {}, ToolUnavailableError),
     (409, "Conflict", {"error": "It's too late to cancel: the email is already being sent.", "code": "side_effect_started",
                        "status": "EXECUTING", "tool_call_id": "tc_0123456789ab"}, {}, SideEffectStartedError),
-    (503, "Service Unavailable", {"error": "I can't reach my records right now.", "code": "database_unavailable"}, {"Retry-After": "1"}, DatabaseUnavailableError),
 ]
 
 
@@ -84,6 +84,17 @@ def test_errors_only_a_failing_server_gives_played_by_a_proxy(status, reason, bo
         expect(cls, body["code"], status, lambda: client(base_url=proxy.url, max_attempts=1).cancel_tool_call("tc_0123456789ab"))
     finally:
         proxy.close()
+
+
+def test_the_application_without_its_database_answers_503_waited_out_on_a_read_raised_at_once_on_a_confirm():
+    degraded = client(base_url=DEGRADED_URL, max_attempts=2)
+    assert degraded.get_health() == {"status": "degraded", "database": "unavailable"}
+    started = time.monotonic()
+    expect(DatabaseUnavailableError, "database_unavailable", 503, lambda: degraded.get_session_calls(session("down")))
+    assert time.monotonic() - started >= 1.0, "waited Retry-After: 1 once, then tried again"
+    before = time.monotonic()
+    e = expect(DatabaseUnavailableError, "database_unavailable", 503, lambda: degraded.confirm_tool_call("tc_0123456789ab"))
+    assert e.retry_after == 1 and time.monotonic() - before < 1.0, "a confirm is not sent again"
 
 
 def test_every_code_of_the_enum_was_raised_as_its_class():

@@ -1,6 +1,7 @@
 // Every error code of the OpenAPI file raised as its exception class: from the real application
-// wherever a request can provoke it, else (internal, tool_unavailable, side_effect_started,
-// database_unavailable) from the documented answer played by a proxy.
+// wherever a request can provoke it (database_unavailable from one whose database is out of
+// reach), else (internal, tool_unavailable, side_effect_started) from the documented answer
+// played by a proxy.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
@@ -64,7 +65,6 @@ test("errors only a failing server gives, played by a proxy from the documented 
     [500, "Internal Server Error", { error: "Something went wrong on my side.", code: "internal" }, {}, InternalError],
     [502, "Bad Gateway", { error: "The email tool isn't answering right now.", code: "tool_unavailable" }, {}, ToolUnavailableError],
     [409, "Conflict", { error: "It's too late to cancel: the email is already being sent.", code: "side_effect_started", status: "EXECUTING", tool_call_id: "tc_0123456789ab" }, {}, SideEffectStartedError],
-    [503, "Service Unavailable", { error: "I can't reach my records right now.", code: "database_unavailable" }, { "Retry-After": "1" }, DatabaseUnavailableError],
   ];
   for (const [status, reason, body, headers, Class] of canned) {
     const proxy = await startProxy(() => ({ respond: rawAnswer(status, reason, body, headers) }));
@@ -74,6 +74,17 @@ test("errors only a failing server gives, played by a proxy from the documented 
       await proxy.close();
     }
   }
+});
+
+test("the application without its database: 503 database_unavailable with Retry-After, waited out on a read, raised at once on a confirm", async () => {
+  const degraded = client({ baseUrl: env.degradedUrl, maxAttempts: 2 });
+  assert.deepEqual(await degraded.getHealth(), { status: "degraded", database: "unavailable" }, "health answers, it does not raise");
+  const started = Date.now();
+  await expectError(degraded.getSessionCalls(session("down")), DatabaseUnavailableError, "database_unavailable", 503);
+  assert.ok(Date.now() - started >= 1000, "waited Retry-After: 1 once, then tried again");
+  const before = Date.now();
+  await assert.rejects(degraded.confirmToolCall("tc_0123456789ab"), (e) => e instanceof DatabaseUnavailableError && e.retryAfter === 1);
+  assert.ok(Date.now() - before < 1000, "a confirm is not sent again");
 });
 
 test("every code of the enum was raised as its class", () => {

@@ -17,6 +17,8 @@ export const env = {
   secret: required("GATEHOUSE_CALLBACK_SECRET"),
   openapi: required("GATEHOUSE_OPENAPI"),
   checkpointTtl: Number(process.env.GATEHOUSE_CHECKPOINT_TTL ?? "0"),
+  /** The same application with no reachable database: its own 503 database_unavailable answers. */
+  degradedUrl: required("GATEHOUSE_DEGRADED_URL"),
 };
 
 export function client(options = {}) {
