@@ -47,6 +47,24 @@ test("a confirm whose answer is lost is not sent again: the relay is told it may
   }
 });
 
+test("an answer cut in the middle of its body is a lost answer: a read is retried, a confirm is not", async () => {
+  const gh = client();
+  const created = await gh.createToolCall({ session_id: session("truncate"), function_name: "send_email", parameters: seedEmail });
+  const proxy = await startProxy((n) => (n === 0 ? "truncate" : "forward"));
+  const cutting = await startProxy(() => "truncate");
+  try {
+    const status = await client({ baseUrl: proxy.url }).getToolCall(created.tool_call_id);
+    assert.equal(status.status, "PENDING");
+    assert.equal(proxy.stats.truncated, 1, "the first answer was cut, the retry read in full");
+    await assert.rejects(client({ baseUrl: cutting.url }).confirmToolCall(created.tool_call_id), (e) => e instanceof GatehouseConnectionError && e.maybeSent === true);
+    assert.equal(cutting.stats.connections, 1, "sent once");
+    assert.notEqual((await gh.getToolCall(created.tool_call_id, { wait: 10 })).status, "PENDING", "the confirm went through");
+  } finally {
+    await proxy.close();
+    await cutting.close();
+  }
+});
+
 test("a 503 with Retry-After is waited out and retried, and the retry reaches the application", async () => {
   const proxy = await startProxy((n) => (n === 0 ? { respond: unavailable(1) } : "forward"));
   try {

@@ -87,12 +87,12 @@ export async function startReceiver(answer = () => ({})) {
 /**
  * A TCP proxy in front of the application. `plan(n)` decides what the n-th connection (from 0)
  * gets: "forward", "drop" (the request goes to the application, then the connection is cut
- * before its answer reaches the client), or { respond: "<raw HTTP answer>" } (answered by the
+ * before its answer reaches the client), "truncate" (cut in the middle of the answer), or { respond: "<raw HTTP answer>" } (answered by the
  * proxy, never forwarded).
  */
 export async function startProxy(plan) {
   const target = new URL(env.url);
-  const stats = { connections: 0, forwarded: 0, dropped: 0, answered: 0 };
+  const stats = { connections: 0, forwarded: 0, dropped: 0, answered: 0, truncated: 0 };
   const sockets = new Set();
   const server = net.createServer((downstream) => {
     sockets.add(downstream);
@@ -113,7 +113,21 @@ export async function startProxy(plan) {
     upstream.on("error", () => downstream.destroy());
     downstream.on("data", (chunk) => upstream.write(chunk));
     downstream.on("end", () => upstream.end());
-    if (what === "drop") {
+    if (what === "truncate") {
+      // The answer's head and two bytes of its body reach the client, then the connection is cut.
+      let seen = Buffer.alloc(0);
+      upstream.on("data", (chunk) => {
+        seen = Buffer.concat([seen, chunk]);
+        const end = seen.indexOf("\r\n\r\n");
+        if (end >= 0 && seen.length >= end + 6) {
+          stats.truncated++;
+          downstream.write(seen.subarray(0, end + 6), () => {
+            downstream.destroy();
+            upstream.destroy();
+          });
+        }
+      });
+    } else if (what === "drop") {
       upstream.once("data", () => {
         // The application has answered: cut the client off before it sees a byte of it.
         stats.dropped++;
