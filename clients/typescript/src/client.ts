@@ -71,17 +71,17 @@ export interface CreateOptions extends RequestOptions {
  * When a request may be sent again:
  * - `idempotent` (reads, the sweep, and a create, which always carries an Idempotency-Key):
  *   after any connection failure, and after a 503 with `Retry-After`, once that time has passed;
- * - `modify`: after a connection that failed before the request left, and after a 503 with
- *   `Retry-After` (a modify keeps the one connection it opened first, so its 503 means nothing
- *   was written);
- * - `once` (confirm, resume, cancel, the direct flows, MCP): only after a connection that failed
- *   before the request left. Their answer lost after sending is a GatehouseConnectionError with
- *   `maybeSent: true`, and their 503 a DatabaseUnavailableError with `retryAfter`: under
- *   `Prefer: wait`, or for a cancel at the checkpoint, Gatehouse opens a new connection after its
- *   transition has committed, so a 503 there does not prove nothing happened. The relay reads
- *   the call's status (`getToolCall`, which is retried) before acting again.
+ * - `conditional` (modify, cancel): after a connection that failed before the request left, and
+ *   after a 503 with `Retry-After`: these answer 503 only when their first connection failed,
+ *   before anything was written. A lost answer is not retried (a second modify or cancel would
+ *   answer differently), it raises GatehouseConnectionError with `maybeSent: true`;
+ * - `once` (confirm, resume, the direct flows, MCP): only after a connection that failed before
+ *   the request left. A lost answer raises GatehouseConnectionError (`maybeSent: true`) and a 503
+ *   DatabaseUnavailableError (`retryAfter`): under `Prefer: wait` Gatehouse reads the call again
+ *   on a new connection after its transition has committed, so its 503 does not prove nothing
+ *   happened. The relay reads the call's status (`getToolCall`, which is retried) first.
  */
-type RetryPolicy = "idempotent" | "modify" | "once";
+type RetryPolicy = "idempotent" | "conditional" | "once";
 
 interface Call {
   method: "GET" | "POST" | "PATCH" | "DELETE";
@@ -160,12 +160,12 @@ export class Gatehouse {
 
   /** `PATCH /voice-tools/modify/{id}`: a JSON merge patch on a PENDING call's parameters. */
   async modifyToolCall(id: string, request: ModifyRequest, options?: RequestOptions): Promise<ModifyResponse> {
-    return (await this.send<ModifyResponse>({ method: "PATCH", path: `/voice-tools/modify/${enc(id)}`, body: request, retry: "modify", options })).body;
+    return (await this.send<ModifyResponse>({ method: "PATCH", path: `/voice-tools/modify/${enc(id)}`, body: request, retry: "conditional", options })).body;
   }
 
   /** `DELETE /voice-tools/cancel/{id}`. */
   async cancelToolCall(id: string, request: CancelRequest = {}, options?: RequestOptions): Promise<CancelResponse> {
-    return (await this.send<CancelResponse>({ method: "DELETE", path: `/voice-tools/cancel/${enc(id)}`, body: request, retry: "once", options })).body;
+    return (await this.send<CancelResponse>({ method: "DELETE", path: `/voice-tools/cancel/${enc(id)}`, body: request, retry: "conditional", options })).body;
   }
 
   /**

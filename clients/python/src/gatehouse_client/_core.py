@@ -38,17 +38,17 @@ OPERATIONS: Dict[str, Tuple[str, str, str]] = {
 # When a request may be sent again:
 # - IDEMPOTENT (reads, the sweep, and a create, which always carries an Idempotency-Key): after
 #   any connection failure, and after a 503 with Retry-After, once that time has passed;
-# - MODIFY: after a connection that failed before the request left, and after a 503 with
-#   Retry-After (a modify keeps the one connection it opened first, so its 503 means nothing
-#   was written);
-# - ONCE (confirm, resume, cancel, the direct flows, MCP): only after a connection that failed
-#   before the request left. Their answer lost after sending is GatehouseConnectionError
-#   (maybe_sent=True), and their 503 DatabaseUnavailableError (retry_after): under
-#   ``Prefer: wait``, or for a cancel at the checkpoint, Gatehouse opens a new connection after
-#   its transition has committed, so a 503 there does not prove nothing happened. The relay reads
-#   the call's status (get_tool_call, which is retried) before acting again.
+# - CONDITIONAL (modify, cancel): after a connection that failed before the request left, and
+#   after a 503 with Retry-After: these answer 503 only when their first connection failed,
+#   before anything was written. A lost answer is not retried (a second modify or cancel would
+#   answer differently): GatehouseConnectionError(maybe_sent=True);
+# - ONCE (confirm, resume, the direct flows, MCP): only after a connection that failed before the
+#   request left. A lost answer raises GatehouseConnectionError(maybe_sent=True) and a 503
+#   DatabaseUnavailableError (retry_after): under ``Prefer: wait`` Gatehouse reads the call again
+#   on a new connection after its transition has committed, so its 503 does not prove nothing
+#   happened. The relay reads the call's status (get_tool_call, which is retried) first.
 IDEMPOTENT = "idempotent"
-MODIFY = "modify"
+CONDITIONAL = "conditional"
 ONCE = "once"
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)

@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, Optional, Union, cast
 
 import httpx
 
-from ._core import IDEMPOTENT, MODIFY, ONCE, Answer, Call, Core, new_idempotency_key, quote, raw
+from ._core import CONDITIONAL, IDEMPOTENT, ONCE, Answer, Call, Core, new_idempotency_key, quote, raw
 from .types import (
     Accepted,
     CancelRequest,
@@ -83,12 +83,12 @@ class AsyncGatehouse:
 
     async def modify_tool_call(self, id: str, request: ModifyRequest, *, traceparent: Optional[str] = None) -> ModifyResponse:
         """``PATCH /voice-tools/modify/{id}``: a JSON merge patch on a PENDING call's parameters."""
-        call = Call("PATCH", f"/voice-tools/modify/{quote(id)}", MODIFY, body=request, traceparent=traceparent)
+        call = Call("PATCH", f"/voice-tools/modify/{quote(id)}", CONDITIONAL, body=request, traceparent=traceparent)
         return cast(ModifyResponse, (await self._send(call)).body)
 
     async def cancel_tool_call(self, id: str, request: Optional[CancelRequest] = None, *, traceparent: Optional[str] = None) -> CancelResponse:
         """``DELETE /voice-tools/cancel/{id}``."""
-        call = Call("DELETE", f"/voice-tools/cancel/{quote(id)}", ONCE, body=request or {}, traceparent=traceparent)
+        call = Call("DELETE", f"/voice-tools/cancel/{quote(id)}", CONDITIONAL, body=request or {}, traceparent=traceparent)
         return cast(CancelResponse, (await self._send(call)).body)
 
     async def confirm_tool_call(
