@@ -1,0 +1,152 @@
+"""Receiving Gatehouse's callbacks: a handler class for the standard library's ``http.server`` and
+an ASGI application, both checking ``X-Gatehouse-Signature`` with ``verify_callback`` before the
+relay's code sees a byte of the body."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Sequence, Tuple, Type, Union
+
+from .signature import Bytes, verify_callback
+
+
+@dataclass
+class Callback:
+    """A verified callback: its kind (``progress``, ``checkpoint``, ``completion``), the parsed body,
+    the raw bytes and the request headers."""
+
+    kind: str
+    body: Dict[str, Any]
+    raw: bytes
+    headers: Mapping[str, str]
+
+
+Answer = Optional[Dict[str, Any]]
+"""What the relay answers: for a progress callback ``{"cancel": True, "reason": ...}`` stops the
+call; at a direct flow's gate only ``{"continue": True}`` lets it go on. None means ``{}``."""
+
+
+def _kind(headers: Mapping[str, str], body: Dict[str, Any]) -> str:
+    kind = headers.get("x-gatehouse-callback") or headers.get("X-Gatehouse-Callback")
+    if kind:
+        return kind
+    if "checkpoint" in body:
+        return "checkpoint"
+    if "gate" in body:
+        return "progress"
+    return "completion"
+
+
+def _check(secret: Any, tolerance: int, headers: Mapping[str, str], raw: bytes) -> Tuple[int, Optional[Dict[str, Any]], Optional[Callback]]:
+    """(status, answer-or-None, Callback-or-None)."""
+    if not verify_callback(secret, headers.get("x-gatehouse-signature"), raw, tolerance):
+        return 401, {"error": "bad signature"}, None
+    try:
+        body = json.loads(raw)
+        if not isinstance(body, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        return 400, {"error": "not JSON"}, None
+    return 200, None, Callback(_kind(headers, body), body, raw, headers)
+
+
+def make_callback_handler(
+    secret: Union[Bytes, Sequence[Bytes]],
+    on_callback: Callable[[Callback], Answer],
+    *,
+    tolerance: int = 300,
+    on_rejected: Optional[Callable[[str], None]] = None,
+    max_body_bytes: int = 1 << 20,
+) -> Type[BaseHTTPRequestHandler]:
+    """A ``BaseHTTPRequestHandler`` class for ``http.server.ThreadingHTTPServer``: every POST is
+    verified, then handed to ``on_callback``; a forged, tampered or replayed one is answered 401
+    and never reaches it. ``secret`` may be a list while it is rotated."""
+
+    class GatehouseCallbackHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet by default
+            pass
+
+        def _reply(self, status: int, answer: Dict[str, Any]) -> None:
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > max_body_bytes:
+                self._reply(413, {"error": "body too large"})
+                return
+            raw = self.rfile.read(length)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status, answer, callback = _check(secret, tolerance, headers, raw)
+            if callback is None:
+                if on_rejected:
+                    on_rejected("signature" if status == 401 else "not JSON")
+                self._reply(status, answer or {})
+                return
+            try:
+                self._reply(200, on_callback(callback) or {})
+            except Exception as error:  # the relay's own bug: Gatehouse retries checkpoint/completion
+                self._reply(500, {"error": str(error)})
+
+    return GatehouseCallbackHandler
+
+
+def callback_asgi_app(
+    secret: Union[Bytes, Sequence[Bytes]],
+    on_callback: Callable[[Callback], Union[Answer, Awaitable[Answer]]],
+    *,
+    tolerance: int = 300,
+    on_rejected: Optional[Callable[[str], None]] = None,
+    max_body_bytes: int = 1 << 20,
+) -> Callable[..., Awaitable[None]]:
+    """The same as an ASGI application (mount it under Starlette, FastAPI, or serve it with any
+    ASGI server). ``on_callback`` may be a coroutine function."""
+
+    async def app(scope: Dict[str, Any], receive: Callable[[], Awaitable[Dict[str, Any]]], send: Callable[[Dict[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            return
+
+        async def reply(status: int, answer: Dict[str, Any]) -> None:
+            data = json.dumps(answer).encode()
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+            await send({"type": "http.response.body", "body": data})
+
+        if scope["method"] != "POST":
+            await reply(405, {"error": "POST only"})
+            return
+        chunks = []
+        size = 0
+        while True:
+            message = await receive()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > max_body_bytes:
+                await reply(413, {"error": "body too large"})
+                return
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        raw = b"".join(chunks)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        status, answer, callback = _check(secret, tolerance, headers, raw)
+        if callback is None:
+            if on_rejected:
+                on_rejected("signature" if status == 401 else "not JSON")
+            await reply(status, answer or {})
+            return
+        result = on_callback(callback)
+        if inspect.isawaitable(result):
+            result = await result
+        await reply(200, result or {})
+
+    return app

@@ -1,0 +1,249 @@
+"""The request and answer shapes of openapi/gatehouse.yaml (components/schemas) as TypedDicts.
+tests/test_openapi.py checks their keys against the file."""
+
+
+import sys
+from typing import Any, Dict, List, Optional, Union
+
+if sys.version_info >= (3, 11):
+    from typing import Literal, NotRequired, Required, TypedDict
+else:  # pragma: no cover
+    from typing_extensions import Literal, NotRequired, Required, TypedDict
+
+Status = Literal["PENDING", "EXECUTING", "PREPARED", "COMPLETED", "FAILED", "CANCELLED", "EXPIRED"]
+SettledStatus = Literal["COMPLETED", "FAILED", "CANCELLED", "EXPIRED"]
+Parameters = Dict[str, Any]
+
+
+class FieldProblem(TypedDict):
+    field: str
+    problem: str
+
+
+class ErrorBody(TypedDict, total=False):
+    error: Required[str]
+    code: Required[str]
+    status: Status
+    tool_call_id: str
+    fields: List[FieldProblem]
+
+
+class Health(TypedDict):
+    status: str
+    database: str
+
+
+class CreateRequest(TypedDict, total=False):
+    session_id: Required[str]
+    function_name: Optional[str]
+    function: Optional[str]
+    parameters: Required[Parameters]
+    connection_id: Optional[str]
+    intent_id: Optional[str]
+    callback_url: Optional[str]
+
+
+class CreateResponse(TypedDict):
+    tool_call_id: str
+    status: Literal["PENDING"]
+    function_name: str
+    parameters: Parameters
+    message: str
+    actions_available: List[str]
+    expires_at: str
+
+
+class ModifyRequest(TypedDict, total=False):
+    parameters: Required[Parameters]
+    reason: Optional[str]
+
+
+class FieldChange(TypedDict):
+    field: str
+    old: Any
+    new: Any
+
+
+class ModifyResponse(TypedDict):
+    tool_call_id: str
+    status: Literal["PENDING"]
+    updated_parameters: Parameters
+    message: str
+    modification_applied: Optional[FieldChange]
+    modifications_applied: NotRequired[List[FieldChange]]
+
+
+class ConfirmRequest(TypedDict, total=False):
+    callback_url: Optional[str]
+
+
+class ResumeRequest(TypedDict, total=False):
+    action: Required[Literal["proceed", "cancel"]]
+    reason: Optional[str]
+
+
+class CancelRequest(TypedDict, total=False):
+    reason: Optional[str]
+
+
+class Accepted(TypedDict):
+    tool_call_id: str
+    status: Literal["EXECUTING"]
+    message: str
+
+
+class CancelResponse(TypedDict):
+    tool_call_id: str
+    status: Literal["CANCELLED"]
+    message: str
+
+
+class ToolCall(TypedDict):
+    tool_call_id: str
+    session_id: str
+    connection_id: Optional[str]
+    intent_id: Optional[str]
+    function_name: str
+    tool: str
+    parameters: Parameters
+    parameters_history: List[Dict[str, Any]]
+    status: Status
+    status_history: List[Dict[str, Any]]
+    summary: Optional[str]
+    checkpoint: Optional[Dict[str, Any]]
+    result: Any
+    error_message: Optional[str]
+    voice_response: Optional[str]
+    callback_url: Optional[str]
+    expires_at: Optional[str]
+    attempts: int
+    side_effect_started_at: Optional[str]
+    trace_id: Optional[str]
+    created_at: str
+    confirmed_at: Optional[str]
+    prepared_at: Optional[str]
+    executed_at: Optional[str]
+    completed_at: Optional[str]
+    execution_time_ms: Optional[int]
+
+
+class ContextResponse(TypedDict):
+    session_id: str
+    pending: List[Dict[str, Any]]
+    pending_total: int
+    recent: List[Dict[str, Any]]
+    recent_total: int
+
+
+class SessionContext(TypedDict):
+    context: Any
+
+
+class SweepReport(TypedDict):
+    expired: int
+    failed: int
+    redriven: int
+    reported: int
+    session_context_purged: int
+
+
+class ToolList(TypedDict):
+    tools: List[Dict[str, Any]]
+
+
+class ExecutionPage(TypedDict):
+    tool: str
+    executions: List[Dict[str, Any]]
+    next_cursor: Optional[str]
+
+
+class ToolStats(TypedDict):
+    tool: str
+    window: str
+    executions: int
+    outcomes: Dict[str, int]
+    success_rate: Optional[float]
+    p50_ms: Optional[float]
+    p95_ms: Optional[float]
+    by_operation: Dict[str, Dict[str, Any]]
+    last_error: Optional[Dict[str, Any]]
+
+
+class ExecuteGmailRequest(TypedDict, total=False):
+    session_id: Required[str]
+    intent_id: str
+    connection_id: str
+    callback_url: Required[str]
+    to: Required[Union[str, List[str]]]
+    cc: Union[str, List[str]]
+    bcc: Union[str, List[str]]
+    subject: Required[str]
+    body: Required[str]
+    reference_context: str
+
+
+class QueryVectorDbRequest(TypedDict, total=False):
+    session_id: Required[str]
+    intent_id: str
+    connection_id: str
+    callback_url: Required[str]
+    user_query: Required[str]
+    structured_query: Dict[str, Any]
+
+
+# The direct flows' answers are a union of two shapes (success true or false); kept as dicts.
+ExecuteGmailAnswer = Dict[str, Any]
+QueryVectorDbAnswer = Dict[str, Any]
+JsonRpcAnswer = Dict[str, Any]
+
+
+class ProgressCallback(TypedDict):
+    tool_call_id: str
+    intent_id: Optional[str]
+    status: str
+    progress: str
+    gate: str
+    cancellable: bool
+    requires_confirmation: NotRequired[bool]
+    trace_id: Optional[str]
+
+
+class CheckpointCallback(TypedDict):
+    tool_call_id: str
+    status: Literal["PREPARED"]
+    checkpoint: str
+    message: str
+    resume_webhook: str
+    trace_id: Optional[str]
+
+
+class CompletionCallback(TypedDict):
+    tool_call_id: str
+    session_id: str
+    status: SettledStatus
+    result: Any
+    voice_response: Optional[str]
+    execution_time_ms: Optional[int]
+    context_available: NotRequired[bool]
+    context_key: NotRequired[str]
+    trace_id: Optional[str]
+
+
+class RelayAnswer(TypedDict, total=False):
+    # `continue` is a keyword in Python: build it as {"continue": True}.
+    cancel: bool
+    reason: str
+
+
+# TypedDict name -> the OpenAPI schema it mirrors (checked by tests/test_openapi.py).
+SCHEMAS = {
+    "CreateRequest": CreateRequest, "CreateResponse": CreateResponse, "ModifyRequest": ModifyRequest,
+    "ModifyResponse": ModifyResponse, "ConfirmRequest": ConfirmRequest, "ResumeRequest": ResumeRequest,
+    "CancelRequest": CancelRequest, "Accepted": Accepted, "CancelResponse": CancelResponse,
+    "ToolCall": ToolCall, "ContextResponse": ContextResponse, "SessionContext": SessionContext,
+    "SweepReport": SweepReport, "ToolList": ToolList, "ExecutionPage": ExecutionPage,
+    "ToolStats": ToolStats, "ExecuteGmailRequest": ExecuteGmailRequest,
+    "QueryVectorDbRequest": QueryVectorDbRequest, "ProgressCallback": ProgressCallback,
+    "CheckpointCallback": CheckpointCallback, "CompletionCallback": CompletionCallback,
+    "Health": Health, "Error": ErrorBody,
+}

@@ -1,0 +1,104 @@
+"""Every error code of the OpenAPI file raised as its exception class: from the real application
+wherever a request can provoke it (database_unavailable from one whose database is out of reach),
+else (internal, tool_unavailable, side_effect_started) from the documented answer played by a
+proxy."""
+
+import time
+
+import pytest
+
+from gatehouse_client import (
+    ERROR_CLASSES, CallbackNotAllowedError, DatabaseUnavailableError, ExpiredError, ForbiddenError, GatehouseError,
+    IdempotencyKeyReusedError, InternalError, InvalidInputError, InvalidStateError, MethodNotAllowedError, NotFoundError,
+    PayloadTooLargeError, SideEffectStartedError, ToolUnavailableError, UnauthorizedError, UnknownFunctionError,
+    UnsupportedMediaTypeError, ValidationFailedError, is_tool_call,
+)
+
+from conftest import CHECKPOINT_TTL, DEGRADED_URL, SEED_EMAIL, Proxy, client, raw_answer, session
+
+COVERED = set()
+gh = client()
+
+
+def expect(cls, code, status, fn):
+    with pytest.raises(cls) as raised:
+        fn()
+    e = raised.value
+    assert isinstance(e, GatehouseError) and e.code == code and e.status == status and e.message
+    COVERED.add(code)
+    return e
+
+
+def create(params=SEED_EMAIL, **extra):
+    return gh.create_tool_call({"session_id": session("err"), "function_name": "send_email", "parameters": params, **extra})
+
+
+def test_errors_the_application_answers():
+    expect(UnauthorizedError, "unauthorized", 401, lambda: client(token="wrong").list_tools())
+    expect(ForbiddenError, "forbidden", 403, lambda: gh.request("POST", "/mcp", content='{"jsonrpc":"2.0","id":1,"method":"ping"}',
+           headers={"Origin": "http://evil.example", "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}))
+    expect(NotFoundError, "not_found", 404, lambda: gh.get_tool_call("tc_000000000000"))
+    expect(MethodNotAllowedError, "method_not_allowed", 405, lambda: gh.request("PUT", "/voice-tools/pending", content="{}"))
+    e = expect(InvalidInputError, "invalid_input", 400, lambda: gh.list_tool_executions("send_email", limit=0))
+    assert e.fields and e.fields[0]["field"] == "limit"
+    e = expect(ValidationFailedError, "validation_failed", 422, lambda: create({**SEED_EMAIL, "to": "john@"}))
+    assert e.fields[0]["field"] == "to"
+    expect(PayloadTooLargeError, "payload_too_large", 413, lambda: create({**SEED_EMAIL, "body": "x" * 70 * 1024}))
+    expect(UnsupportedMediaTypeError, "unsupported_media_type", 415,
+           lambda: gh.request("POST", "/voice-tools/pending", content="hello", headers={"Content-Type": "text/plain"}))
+    expect(UnknownFunctionError, "unknown_function", 422,
+           lambda: gh.create_tool_call({"session_id": session("err"), "function_name": "teleport", "parameters": {}}))
+    expect(CallbackNotAllowedError, "callback_not_allowed", 422, lambda: create(callback_url="http://relay.example.com/callbacks"))
+    session_id = session("reuse")
+    gh.create_tool_call({"session_id": session_id, "function_name": "send_email", "parameters": SEED_EMAIL}, idempotency_key="k1")
+    expect(IdempotencyKeyReusedError, "idempotency_key_reused", 422, lambda: gh.create_tool_call(
+        {"session_id": session_id, "function_name": "send_email", "parameters": {**SEED_EMAIL, "subject": "Other"}}, idempotency_key="k1"))
+    cancelled = create()
+    gh.cancel_tool_call(cancelled["tool_call_id"], {"reason": "caller changed their mind"})
+    e = expect(InvalidStateError, "invalid_state", 409, lambda: gh.confirm_tool_call(cancelled["tool_call_id"]))
+    assert e.call_status == "CANCELLED" and e.tool_call_id == cancelled["tool_call_id"]
+
+
+@pytest.mark.skipif(not 0 < CHECKPOINT_TTL <= 10, reason="needs checkpoint_ttl_seconds of 10 or less")
+def test_a_checkpoint_left_waiting_past_its_deadline_is_410_expired():
+    created = create()
+    prepared = gh.confirm_tool_call(created["tool_call_id"], wait=10)
+    assert is_tool_call(prepared) and prepared["status"] == "PREPARED"
+    time.sleep(CHECKPOINT_TTL + 0.6)
+    e = expect(ExpiredError, "expired", 410, lambda: gh.resume_execution(created["tool_call_id"], {"action": "proceed"}))
+    assert e.call_status == "EXPIRED"
+
+
+CANNED = [
+    (500, "Internal Server Error", {"error": "Something went wrong on my side.", "code": "internal"}, {}, InternalError),
+    (502, "Bad Gateway", {"error": "The email tool isn't answering right now.", "code": "tool_unavailable"}, {}, ToolUnavailableError),
+    (409, "Conflict", {"error": "It's too late to cancel: the email is already being sent.", "code": "side_effect_started",
+                       "status": "EXECUTING", "tool_call_id": "tc_0123456789ab"}, {}, SideEffectStartedError),
+]
+
+
+@pytest.mark.parametrize("status,reason,body,headers,cls", CANNED, ids=[c[2]["code"] for c in CANNED])
+def test_errors_only_a_failing_server_gives_played_by_a_proxy(status, reason, body, headers, cls):
+    proxy = Proxy(lambda n: raw_answer(status, reason, body, headers))
+    try:
+        expect(cls, body["code"], status, lambda: client(base_url=proxy.url, max_attempts=1).cancel_tool_call("tc_0123456789ab"))
+    finally:
+        proxy.close()
+
+
+def test_the_application_without_its_database_answers_503_waited_out_on_a_read_raised_at_once_on_a_confirm():
+    degraded = client(base_url=DEGRADED_URL, max_attempts=2)
+    assert degraded.get_health() == {"status": "degraded", "database": "unavailable"}
+    started = time.monotonic()
+    expect(DatabaseUnavailableError, "database_unavailable", 503, lambda: degraded.get_session_calls(session("down")))
+    assert time.monotonic() - started >= 1.0, "waited Retry-After: 1 once, then tried again"
+    before = time.monotonic()
+    e = expect(DatabaseUnavailableError, "database_unavailable", 503, lambda: degraded.confirm_tool_call("tc_0123456789ab"))
+    assert e.retry_after == 1 and time.monotonic() - before < 1.0, "a confirm is not sent again"
+
+
+def test_every_code_of_the_enum_was_raised_as_its_class():
+    missing = set(ERROR_CLASSES) - COVERED
+    if not 0 < CHECKPOINT_TTL <= 10:
+        missing.discard("expired")
+    assert missing == set()

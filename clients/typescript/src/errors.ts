@@ -1,0 +1,141 @@
+import type { ErrorBody, ErrorCode, FieldProblem, Status, ToolCallId } from "./types.js";
+
+/**
+ * An error answer from Gatehouse. `message` is the sentence the agent can speak, `code` the
+ * stable code to branch on, `status` the HTTP status, `fields` the culprits of a refused input.
+ */
+export class GatehouseError extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly fields: FieldProblem[];
+  /** The call's status when the error is about a call's state (409, 410). */
+  readonly callStatus: Status | undefined;
+  readonly toolCallId: ToolCallId | undefined;
+  /** Seconds from `Retry-After`, when the answer had one. */
+  readonly retryAfter: number | undefined;
+  readonly body: ErrorBody | undefined;
+
+  constructor(init: {
+    code: string;
+    status: number;
+    message: string;
+    fields?: FieldProblem[];
+    callStatus?: Status;
+    toolCallId?: ToolCallId;
+    retryAfter?: number;
+    body?: ErrorBody;
+  }) {
+    super(init.message);
+    this.name = new.target.name;
+    this.code = init.code;
+    this.status = init.status;
+    this.fields = init.fields ?? [];
+    this.callStatus = init.callStatus;
+    this.toolCallId = init.toolCallId;
+    this.retryAfter = init.retryAfter;
+    this.body = init.body;
+  }
+}
+
+export class UnauthorizedError extends GatehouseError {}
+export class ForbiddenError extends GatehouseError {}
+export class NotFoundError extends GatehouseError {}
+export class MethodNotAllowedError extends GatehouseError {}
+/** 409 `invalid_state`: the call is not in a state that allows this; `callStatus` says which it is in. */
+export class InvalidStateError extends GatehouseError {}
+/** 410 `expired`: the call timed out before anyone acted on it. */
+export class ExpiredError extends GatehouseError {}
+export class InvalidInputError extends GatehouseError {}
+/** 422 `validation_failed`: the tool refused the parameters; `fields` says why. */
+export class ValidationFailedError extends GatehouseError {}
+export class PayloadTooLargeError extends GatehouseError {}
+export class UnsupportedMediaTypeError extends GatehouseError {}
+/** 503 `database_unavailable`: nothing was written; retried by the client after `Retry-After`. */
+export class DatabaseUnavailableError extends GatehouseError {}
+export class InternalError extends GatehouseError {}
+export class UnknownFunctionError extends GatehouseError {}
+export class IdempotencyKeyReusedError extends GatehouseError {}
+export class CallbackNotAllowedError extends GatehouseError {}
+/** 409 `side_effect_started`: too late to cancel; the irreversible step has begun. */
+export class SideEffectStartedError extends GatehouseError {}
+/** 502 `tool_unavailable`: the tool crashed or did not answer in time. */
+export class ToolUnavailableError extends GatehouseError {}
+
+type ErrorClass = new (init: ConstructorParameters<typeof GatehouseError>[0]) => GatehouseError;
+
+/** Every code of the OpenAPI file's `ErrorCode` enum and the class it is raised as. */
+export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
+  unauthorized: UnauthorizedError,
+  forbidden: ForbiddenError,
+  not_found: NotFoundError,
+  method_not_allowed: MethodNotAllowedError,
+  invalid_state: InvalidStateError,
+  expired: ExpiredError,
+  invalid_input: InvalidInputError,
+  validation_failed: ValidationFailedError,
+  payload_too_large: PayloadTooLargeError,
+  unsupported_media_type: UnsupportedMediaTypeError,
+  database_unavailable: DatabaseUnavailableError,
+  internal: InternalError,
+  unknown_function: UnknownFunctionError,
+  idempotency_key_reused: IdempotencyKeyReusedError,
+  callback_not_allowed: CallbackNotAllowedError,
+  side_effect_started: SideEffectStartedError,
+  tool_unavailable: ToolUnavailableError,
+};
+
+/** The code an answer without a JSON error body (a proxy's, the runner's plain-text 413) gets. */
+const CODE_BY_STATUS: Record<number, ErrorCode> = {
+  400: "invalid_input",
+  401: "unauthorized",
+  403: "forbidden",
+  404: "not_found",
+  405: "method_not_allowed",
+  409: "invalid_state",
+  410: "expired",
+  413: "payload_too_large",
+  415: "unsupported_media_type",
+  422: "validation_failed",
+  500: "internal",
+  502: "tool_unavailable",
+  503: "database_unavailable",
+};
+
+/** The exception for an error answer. */
+export function errorFromAnswer(status: number, text: string, retryAfter?: number): GatehouseError {
+  let body: ErrorBody | undefined;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed && typeof parsed === "object" && typeof (parsed as ErrorBody).code === "string") {
+      body = parsed as ErrorBody;
+    }
+  } catch {
+    // Not JSON: fall back on the status.
+  }
+  const code = body?.code ?? CODE_BY_STATUS[status] ?? "http_error";
+  const Class: ErrorClass = (ERROR_CLASSES as Record<string, ErrorClass>)[code] ?? GatehouseError;
+  return new Class({
+    code,
+    status,
+    message: body?.error ?? (text.trim() || `Gatehouse answered HTTP ${status}.`),
+    fields: body?.fields,
+    callStatus: body?.status,
+    toolCallId: body?.tool_call_id,
+    retryAfter,
+    body,
+  });
+}
+
+/**
+ * No answer came. `maybeSent` is false when the connection failed before the request left
+ * (safe to send again), true when it may have reached Gatehouse (look at the call's status
+ * before acting again; the client retries such a request only when it is idempotent).
+ */
+export class GatehouseConnectionError extends Error {
+  readonly maybeSent: boolean;
+  constructor(message: string, maybeSent: boolean, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "GatehouseConnectionError";
+    this.maybeSent = maybeSent;
+  }
+}

@@ -1,0 +1,7 @@
+export * from "./types.js";
+export * from "./errors.js";
+export { Gatehouse, OPERATIONS, isToolCall } from "./client.js";
+export type { Answer, CreateOptions, GatehouseOptions, RequestOptions, WaitOptions } from "./client.js";
+export { CALLBACK_KIND_HEADER, SIGNATURE_HEADER, signCallback, verifyCallback } from "./signature.js";
+export { createCallbackHandler } from "./receiver.js";
+export type { CallbackHandlerOptions } from "./receiver.js";

@@ -1,0 +1,404 @@
+// The request and answer shapes of openapi/gatehouse.yaml (components/schemas), by hand.
+// test/openapi.test.mjs fails when the operations or the error codes drift from the file.
+
+export type ToolCallId = string;
+export type Status = "PENDING" | "EXECUTING" | "PREPARED" | "COMPLETED" | "FAILED" | "CANCELLED" | "EXPIRED";
+export type OpenStatus = "PENDING" | "EXECUTING" | "PREPARED";
+export type SettledStatus = "COMPLETED" | "FAILED" | "CANCELLED" | "EXPIRED";
+export type Parameters = Record<string, unknown>;
+
+export const ERROR_CODES = [
+  "unauthorized",
+  "forbidden",
+  "not_found",
+  "method_not_allowed",
+  "invalid_state",
+  "expired",
+  "invalid_input",
+  "validation_failed",
+  "payload_too_large",
+  "unsupported_media_type",
+  "database_unavailable",
+  "internal",
+  "unknown_function",
+  "idempotency_key_reused",
+  "callback_not_allowed",
+  "side_effect_started",
+  "tool_unavailable",
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export interface FieldProblem {
+  field: string;
+  problem: string;
+}
+
+/** The API's one error shape. `error` is a sentence the agent can say. */
+export interface ErrorBody {
+  error: string;
+  code: ErrorCode | string;
+  status?: Status;
+  tool_call_id?: ToolCallId;
+  fields?: FieldProblem[];
+}
+
+export interface Health {
+  status: "ok";
+  database: "ok";
+}
+export interface HealthDegraded {
+  status: "degraded";
+  database: "unavailable";
+}
+
+export interface CreateRequest {
+  session_id: string;
+  function_name?: string | null;
+  /** The seed's spelling of `function_name`. */
+  function?: string | null;
+  parameters: Parameters;
+  connection_id?: string | null;
+  intent_id?: string | null;
+  callback_url?: string | null;
+}
+export interface CreateResponse {
+  tool_call_id: ToolCallId;
+  status: "PENDING";
+  function_name: string;
+  parameters: Parameters;
+  /** The sentence the agent speaks to confirm. */
+  message: string;
+  actions_available: ["confirm", "modify", "cancel"];
+  expires_at: string;
+}
+
+export interface ModifyRequest {
+  /** A JSON merge patch (RFC 7396): `null` removes a field. */
+  parameters: Parameters;
+  reason?: string | null;
+}
+export interface FieldChange {
+  field: string;
+  old: unknown;
+  new: unknown;
+}
+export interface ModifyResponse {
+  tool_call_id: ToolCallId;
+  status: "PENDING";
+  updated_parameters: Parameters;
+  message: string;
+  modification_applied: FieldChange | null;
+  modifications_applied?: FieldChange[];
+}
+
+export interface ConfirmRequest {
+  callback_url?: string | null;
+}
+export interface ResumeRequest {
+  action: "proceed" | "cancel";
+  reason?: string | null;
+}
+export interface CancelRequest {
+  reason?: string | null;
+}
+
+export interface Accepted {
+  tool_call_id: ToolCallId;
+  status: "EXECUTING";
+  message: string;
+}
+export interface CancelResponse {
+  tool_call_id: ToolCallId;
+  status: "CANCELLED";
+  message: string;
+}
+
+export interface StatusChange {
+  status: Status | "MODIFIED";
+  timestamp: string;
+  reason?: string;
+  actor?: "relay" | "confirm" | "resume" | "executor" | "sweeper";
+}
+export interface ParameterChange {
+  field: string;
+  old_value?: unknown;
+  new_value?: unknown;
+  timestamp: string;
+  reason?: string;
+}
+export interface Checkpoint {
+  message: string;
+  state: unknown;
+}
+
+/** A call in full. */
+export interface ToolCall {
+  tool_call_id: ToolCallId;
+  session_id: string;
+  connection_id: string | null;
+  intent_id: string | null;
+  function_name: string;
+  tool: string;
+  parameters: Parameters;
+  parameters_history: ParameterChange[];
+  status: Status;
+  status_history: StatusChange[];
+  summary: string | null;
+  checkpoint: Checkpoint | null;
+  result: unknown;
+  error_message: string | null;
+  voice_response: string | null;
+  callback_url: string | null;
+  expires_at: string | null;
+  attempts: number;
+  side_effect_started_at: string | null;
+  trace_id: string | null;
+  created_at: string;
+  confirmed_at: string | null;
+  prepared_at: string | null;
+  executed_at: string | null;
+  completed_at: string | null;
+  execution_time_ms: number | null;
+}
+
+export interface CallSummary {
+  tool_call_id: ToolCallId;
+  function_name: string;
+  parameters: Parameters;
+  result: unknown;
+  status: SettledStatus;
+  voice_response: string | null;
+  created_at: string;
+}
+export interface PendingCall {
+  tool_call_id: ToolCallId;
+  function_name: string;
+  parameters: Parameters;
+  result: unknown;
+  status: OpenStatus;
+  voice_response: string | null;
+  created_at: string;
+  expires_at: string | null;
+}
+export interface ContextResponse {
+  session_id: string;
+  pending: PendingCall[];
+  pending_total: number;
+  recent: CallSummary[];
+  recent_total: number;
+}
+export interface SessionContext {
+  context: unknown;
+}
+
+export interface SweepReport {
+  expired: number;
+  failed: number;
+  redriven: number;
+  reported: number;
+  session_context_purged: number;
+}
+
+export interface AvailableTool {
+  name: string;
+  aliases: string[];
+  description: string;
+  parameters_schema: Record<string, unknown>;
+  needs_checkpoint: boolean;
+  version: string;
+  component: string;
+  available: true;
+}
+export interface UnavailableTool {
+  name: string;
+  aliases: string[];
+  component: string;
+  available: false;
+}
+export interface ToolList {
+  tools: Array<AvailableTool | UnavailableTool>;
+}
+
+export type ToolOperation = "describe" | "validate" | "summarize" | "prepare" | "execute" | "discard";
+export type ExecutionOutcome = "ok" | "rejected" | "failed" | "crashed" | "cancelled";
+export interface Execution {
+  execution_id: number;
+  tool: string;
+  component: string;
+  component_version: string;
+  operation: ToolOperation;
+  tool_call_id: ToolCallId | null;
+  started_at: string;
+  duration_ms: number;
+  outcome: ExecutionOutcome;
+  error: string | null;
+  trace_id: string | null;
+}
+export interface ExecutionPage {
+  tool: string;
+  executions: Execution[];
+  next_cursor: string | null;
+}
+export interface ExecutionQuery {
+  limit?: number;
+  outcome?: ExecutionOutcome;
+  since?: string;
+  cursor?: string;
+}
+export interface OperationStats {
+  executions: number;
+  ok: number;
+  p50_ms: number;
+  p95_ms: number;
+}
+export interface LastError {
+  error: string | null;
+  at: string;
+  operation: ToolOperation;
+  outcome: "failed" | "crashed";
+  tool_call_id: ToolCallId | null;
+}
+export interface ToolStats {
+  tool: string;
+  window: string;
+  executions: number;
+  outcomes: Record<ExecutionOutcome, number>;
+  success_rate: number | null;
+  p50_ms: number | null;
+  p95_ms: number | null;
+  by_operation: Partial<Record<ToolOperation, OperationStats>>;
+  last_error: LastError | null;
+}
+
+export type Recipients = string | string[];
+export interface ExecuteGmailRequest {
+  session_id: string;
+  intent_id?: string;
+  connection_id?: string;
+  callback_url: string;
+  to: Recipients;
+  cc?: Recipients;
+  bcc?: Recipients;
+  subject: string;
+  body: string;
+  reference_context?: string;
+}
+export type ExecuteGmailAnswer =
+  | { success: true; tool_call_id: ToolCallId; status: "COMPLETED"; message_id: string; thread_id: string; message: string }
+  | {
+      success: false;
+      tool_call_id: ToolCallId;
+      status: "CANCELLED" | "FAILED" | "EXPIRED" | "EXECUTING";
+      message_id: null;
+      thread_id: null;
+      message: string | null;
+    };
+
+export interface StructuredQuery {
+  semantic_query?: string;
+  filters?: Record<string, string | number | boolean | string[]>;
+  top_k?: number;
+  aggregate?: string[];
+}
+export interface QueryVectorDbRequest {
+  session_id: string;
+  intent_id?: string;
+  connection_id?: string;
+  callback_url: string;
+  user_query: string;
+  structured_query?: StructuredQuery;
+}
+export interface SearchDocument {
+  id: string;
+  content: string;
+  metadata: Record<string, unknown>;
+  doc_date: string | null;
+  score: number;
+}
+export interface SearchMetrics {
+  returned: number;
+  matched: number | null;
+  best_score: number | null;
+  totals: Record<string, number>;
+  counted: Record<string, number>;
+  embedding_ms: number;
+  search_ms: number;
+}
+export type QueryVectorDbAnswer =
+  | {
+      success: true;
+      tool_call_id: ToolCallId;
+      status: "COMPLETED";
+      message: string;
+      summary: string;
+      metrics: SearchMetrics;
+      documents: SearchDocument[];
+      context_key: "last_query_results";
+    }
+  | { success: false; tool_call_id: ToolCallId; status: "CANCELLED" | "FAILED" | "EXECUTING"; message: string | null };
+
+export interface JsonRpcRequest {
+  jsonrpc: "2.0";
+  id?: string | number;
+  method: string;
+  params?: Record<string, unknown>;
+}
+export interface JsonRpcResult {
+  jsonrpc: "2.0";
+  id: string | number;
+  result: Record<string, unknown>;
+}
+export interface JsonRpcError {
+  jsonrpc: "2.0";
+  id: string | number | null;
+  error: { code: number; message: string };
+}
+export interface McpToolResult {
+  content: Array<{ type: "text"; text: string }>;
+  /** Exactly the JSON body the equivalent REST route answers (an `ErrorBody` when `isError`). */
+  structuredContent: Record<string, unknown>;
+  isError: boolean;
+}
+export type McpProtocolVersion = "2025-11-25" | "2025-06-18" | "2025-03-26" | "2024-11-05";
+
+// Callbacks (components/callbacks), as a relay receives them.
+export type CallbackKind = "progress" | "checkpoint" | "completion";
+export interface ProgressCallback {
+  tool_call_id: ToolCallId;
+  intent_id: string | null;
+  status: "EXECUTING" | "PREPARED";
+  progress: string;
+  gate: string;
+  cancellable: boolean;
+  requires_confirmation?: boolean;
+  trace_id: string | null;
+}
+export interface CheckpointCallback {
+  tool_call_id: ToolCallId;
+  status: "PREPARED";
+  checkpoint: "ready_to_execute";
+  message: string;
+  resume_webhook: string;
+  trace_id: string | null;
+}
+export interface CompletionCallback {
+  tool_call_id: ToolCallId;
+  session_id: string;
+  status: SettledStatus;
+  result: unknown;
+  voice_response: string | null;
+  execution_time_ms: number | null;
+  context_available?: true;
+  context_key?: string;
+  trace_id: string | null;
+}
+export type Callback =
+  | { kind: "progress"; body: ProgressCallback }
+  | { kind: "checkpoint"; body: CheckpointCallback }
+  | { kind: "completion"; body: CompletionCallback };
+/** What a relay may answer to a callback. */
+export interface RelayAnswer {
+  continue?: boolean;
+  cancel?: boolean;
+  reason?: string;
+}

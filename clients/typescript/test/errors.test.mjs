@@ -1,0 +1,94 @@
+// Every error code of the OpenAPI file raised as its exception class: from the real application
+// wherever a request can provoke it (database_unavailable from one whose database is out of
+// reach), else (internal, tool_unavailable, side_effect_started) from the documented answer
+// played by a proxy.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  CallbackNotAllowedError, DatabaseUnavailableError, ERROR_CLASSES, ExpiredError, ForbiddenError, GatehouseError,
+  IdempotencyKeyReusedError, InternalError, InvalidInputError, InvalidStateError, MethodNotAllowedError, NotFoundError,
+  PayloadTooLargeError, SideEffectStartedError, ToolUnavailableError, UnauthorizedError, UnknownFunctionError,
+  UnsupportedMediaTypeError, ValidationFailedError, isToolCall,
+} from "gatehouse-client";
+import { client, env, rawAnswer, seedEmail, session, sleep, startProxy } from "./support.mjs";
+
+const covered = new Set();
+async function expectError(promise, Class, code, status) {
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof Class, `${code}: got ${e?.constructor?.name}: ${e?.message}`);
+    assert.ok(e instanceof GatehouseError);
+    assert.equal(e.code, code);
+    assert.equal(e.status, status);
+    assert.ok(e.message.length > 0, "a sentence to speak");
+    return true;
+  });
+  covered.add(code);
+}
+
+const gh = client();
+const create = (extra = {}, params = seedEmail) => gh.createToolCall({ session_id: session("err"), function_name: "send_email", parameters: params, ...extra });
+
+test("errors the application answers", async () => {
+  await expectError(client({ token: "wrong" }).listTools(), UnauthorizedError, "unauthorized", 401);
+  await expectError(gh.request({ method: "POST", path: "/mcp", body: '{"jsonrpc":"2.0","id":1,"method":"ping"}', headers: { Origin: "http://evil.example", "Content-Type": "application/json", Accept: "application/json, text/event-stream" } }), ForbiddenError, "forbidden", 403);
+  await expectError(gh.getToolCall("tc_000000000000"), NotFoundError, "not_found", 404);
+  await expectError(gh.request({ method: "PUT", path: "/voice-tools/pending", body: "{}" }), MethodNotAllowedError, "method_not_allowed", 405);
+  await expectError(gh.listToolExecutions("send_email", { limit: 0 }), InvalidInputError, "invalid_input", 400);
+  await expectError(create({}, { ...seedEmail, to: "john@" }), ValidationFailedError, "validation_failed", 422);
+  await expectError(create({}, { ...seedEmail, body: "x".repeat(70 * 1024) }), PayloadTooLargeError, "payload_too_large", 413);
+  await expectError(gh.request({ method: "POST", path: "/voice-tools/pending", body: "hello", headers: { "Content-Type": "text/plain" } }), UnsupportedMediaTypeError, "unsupported_media_type", 415);
+  await expectError(gh.createToolCall({ session_id: session("err"), function_name: "teleport", parameters: {} }), UnknownFunctionError, "unknown_function", 422);
+  await expectError(create({ callback_url: "http://relay.example.com/callbacks" }), CallbackNotAllowedError, "callback_not_allowed", 422);
+
+  const sessionId = session("reuse");
+  await gh.createToolCall({ session_id: sessionId, function_name: "send_email", parameters: seedEmail }, { idempotencyKey: "k1" });
+  await expectError(gh.createToolCall({ session_id: sessionId, function_name: "send_email", parameters: { ...seedEmail, subject: "Other" } }, { idempotencyKey: "k1" }), IdempotencyKeyReusedError, "idempotency_key_reused", 422);
+
+  const cancelled = await create();
+  await gh.cancelToolCall(cancelled.tool_call_id, { reason: "caller changed their mind" });
+  await assert.rejects(gh.confirmToolCall(cancelled.tool_call_id), (e) => e instanceof InvalidStateError && e.callStatus === "CANCELLED" && e.toolCallId === cancelled.tool_call_id);
+  covered.add("invalid_state");
+});
+
+test("a checkpoint left waiting past its deadline is 410 expired", { skip: !(env.checkpointTtl > 0 && env.checkpointTtl <= 10) && "needs checkpoint_ttl_seconds of 10 or less" }, async () => {
+  const created = await create();
+  const prepared = await gh.confirmToolCall(created.tool_call_id, {}, { wait: 10 });
+  assert.ok(isToolCall(prepared));
+  assert.equal(prepared.status, "PREPARED");
+  await sleep(env.checkpointTtl * 1000 + 600);
+  await assert.rejects(gh.resumeExecution(created.tool_call_id, { action: "proceed" }), (e) => e instanceof ExpiredError && e.status === 410 && e.callStatus === "EXPIRED");
+  covered.add("expired");
+});
+
+test("errors only a failing server gives, played by a proxy from the documented answers", async () => {
+  const canned = [
+    [500, "Internal Server Error", { error: "Something went wrong on my side.", code: "internal" }, {}, InternalError],
+    [502, "Bad Gateway", { error: "The email tool isn't answering right now.", code: "tool_unavailable" }, {}, ToolUnavailableError],
+    [409, "Conflict", { error: "It's too late to cancel: the email is already being sent.", code: "side_effect_started", status: "EXECUTING", tool_call_id: "tc_0123456789ab" }, {}, SideEffectStartedError],
+  ];
+  for (const [status, reason, body, headers, Class] of canned) {
+    const proxy = await startProxy(() => ({ respond: rawAnswer(status, reason, body, headers) }));
+    try {
+      await expectError(client({ baseUrl: proxy.url, maxAttempts: 1 }).cancelToolCall("tc_0123456789ab"), Class, body.code, status);
+    } finally {
+      await proxy.close();
+    }
+  }
+});
+
+test("the application without its database: 503 database_unavailable with Retry-After, waited out on a read, raised at once on a confirm", async () => {
+  const degraded = client({ baseUrl: env.degradedUrl, maxAttempts: 2 });
+  assert.deepEqual(await degraded.getHealth(), { status: "degraded", database: "unavailable" }, "health answers, it does not raise");
+  const started = Date.now();
+  await expectError(degraded.getSessionCalls(session("down")), DatabaseUnavailableError, "database_unavailable", 503);
+  assert.ok(Date.now() - started >= 1000, "waited Retry-After: 1 once, then tried again");
+  const before = Date.now();
+  await assert.rejects(degraded.confirmToolCall("tc_0123456789ab"), (e) => e instanceof DatabaseUnavailableError && e.retryAfter === 1);
+  assert.ok(Date.now() - before < 1000, "a confirm is not sent again");
+});
+
+test("every code of the enum was raised as its class", () => {
+  const missing = Object.keys(ERROR_CLASSES).filter((code) => !covered.has(code));
+  if (!(env.checkpointTtl > 0 && env.checkpointTtl <= 10)) missing.splice(missing.indexOf("expired"), 1);
+  assert.deepEqual(missing, []);
+});

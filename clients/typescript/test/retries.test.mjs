@@ -1,0 +1,137 @@
+// Retries only where they are safe, through a misbehaving proxy in front of the real application.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import net from "node:net";
+import { DatabaseUnavailableError, GatehouseConnectionError } from "gatehouse-client";
+import { client, rawAnswer, seedEmail, session, startProxy } from "./support.mjs";
+
+const unavailable = (retryAfter) =>
+  rawAnswer(503, "Service Unavailable", { error: "I can't reach my records right now. Please try again in a moment.", code: "database_unavailable" }, { "Retry-After": String(retryAfter) });
+
+test("a create whose answer is lost is retried with the same Idempotency-Key and makes one call", async () => {
+  const proxy = await startProxy((n) => (n === 0 ? "drop" : "forward"));
+  try {
+    const gh = client({ baseUrl: proxy.url });
+    const sessionId = session("drop");
+    const created = await gh.createToolCall({ session_id: sessionId, function_name: "send_email", parameters: seedEmail });
+    assert.equal(proxy.stats.dropped, 1, "the first answer was cut off after the application made the call");
+    assert.ok(proxy.stats.forwarded >= 1, "the retry reached the application");
+    const context = await client().getSessionCalls(sessionId);
+    assert.equal(context.pending_total, 1, "one call, not two");
+    assert.equal(context.pending[0].tool_call_id, created.tool_call_id);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("a create with the caller's own Idempotency-Key sent twice answers the first call", async () => {
+  const gh = client();
+  const request = { session_id: session("idem"), function_name: "send_email", parameters: seedEmail };
+  const first = await gh.createToolCall(request, { idempotencyKey: "relay-turn-7" });
+  const again = await gh.createToolCall(request, { idempotencyKey: "relay-turn-7" });
+  assert.equal(again.tool_call_id, first.tool_call_id);
+});
+
+test("a confirm whose answer is lost is not sent again: the relay is told it may have gone through", async () => {
+  const gh = client();
+  const created = await gh.createToolCall({ session_id: session("confirm-drop"), function_name: "send_email", parameters: seedEmail });
+  const proxy = await startProxy((n) => (n === 0 ? "drop" : "forward"));
+  try {
+    const viaProxy = client({ baseUrl: proxy.url });
+    await assert.rejects(viaProxy.confirmToolCall(created.tool_call_id), (e) => e instanceof GatehouseConnectionError && e.maybeSent === true);
+    assert.equal(proxy.stats.connections, 1, "sent once");
+    const status = await gh.getToolCall(created.tool_call_id, { wait: 10 });
+    assert.notEqual(status.status, "PENDING", "the confirm did reach the application");
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("an answer cut in the middle of its body is a lost answer: a read is retried, a confirm is not", async () => {
+  const gh = client();
+  const created = await gh.createToolCall({ session_id: session("truncate"), function_name: "send_email", parameters: seedEmail });
+  const proxy = await startProxy((n) => (n === 0 ? "truncate" : "forward"));
+  const cutting = await startProxy(() => "truncate");
+  try {
+    const status = await client({ baseUrl: proxy.url }).getToolCall(created.tool_call_id);
+    assert.equal(status.status, "PENDING");
+    assert.equal(proxy.stats.truncated, 1, "the first answer was cut, the retry read in full");
+    await assert.rejects(client({ baseUrl: cutting.url }).confirmToolCall(created.tool_call_id), (e) => e instanceof GatehouseConnectionError && e.maybeSent === true);
+    assert.equal(cutting.stats.connections, 1, "sent once");
+    assert.notEqual((await gh.getToolCall(created.tool_call_id, { wait: 10 })).status, "PENDING", "the confirm went through");
+  } finally {
+    await proxy.close();
+    await cutting.close();
+  }
+});
+
+test("a 503 with Retry-After is waited out and retried, and the retry reaches the application", async () => {
+  const proxy = await startProxy((n) => (n === 0 ? { respond: unavailable(1) } : "forward"));
+  try {
+    const gh = client({ baseUrl: proxy.url });
+    const sessionId = session("503");
+    const started = Date.now();
+    const created = await gh.createToolCall({ session_id: sessionId, function_name: "send_email", parameters: seedEmail });
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed >= 1000, `waited ${elapsed} ms for Retry-After: 1`);
+    assert.equal(proxy.stats.answered, 1);
+    assert.ok(proxy.stats.forwarded >= 1);
+    assert.equal(created.status, "PENDING");
+    assert.equal((await client().getSessionCalls(sessionId)).pending_total, 1);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("a modify refused with 503 and Retry-After (it wrote nothing) is retried and goes through", async () => {
+  const gh = client();
+  const created = await gh.createToolCall({ session_id: session("503-modify"), function_name: "send_email", parameters: seedEmail });
+  const proxy = await startProxy((n) => (n === 0 ? { respond: unavailable(1) } : "forward"));
+  try {
+    const modified = await client({ baseUrl: proxy.url }).modifyToolCall(created.tool_call_id, { parameters: { to: "john.smith@gmail.com" } });
+    assert.equal(modified.updated_parameters.to, "john.smith@gmail.com");
+    assert.equal(proxy.stats.answered, 1);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("a confirm answered 503 is not sent again: the relay gets retryAfter and reads the status first", async () => {
+  const gh = client();
+  const created = await gh.createToolCall({ session_id: session("503-confirm"), function_name: "send_email", parameters: seedEmail });
+  const proxy = await startProxy((n) => (n === 0 ? { respond: unavailable(1) } : "forward"));
+  try {
+    await assert.rejects(client({ baseUrl: proxy.url }).confirmToolCall(created.tool_call_id, {}, { wait: 5 }), (e) => e instanceof DatabaseUnavailableError && e.retryAfter === 1);
+    assert.equal(proxy.stats.connections, 1, "sent once");
+    assert.equal((await gh.getToolCall(created.tool_call_id)).status, "PENDING");
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("503s past the attempts, or a Retry-After longer than allowed, are raised as DatabaseUnavailableError", async () => {
+  const proxy = await startProxy(() => ({ respond: unavailable(1) }));
+  try {
+    const gh = client({ baseUrl: proxy.url, maxAttempts: 2 });
+    await assert.rejects(gh.listTools(), (e) => e instanceof DatabaseUnavailableError && e.retryAfter === 1 && e.status === 503);
+    assert.equal(proxy.stats.answered, 2);
+  } finally {
+    await proxy.close();
+  }
+  const slow = await startProxy(() => ({ respond: unavailable(120) }));
+  try {
+    await assert.rejects(client({ baseUrl: slow.url }).listTools(), DatabaseUnavailableError);
+    assert.equal(slow.stats.answered, 1, "not waited for two minutes");
+  } finally {
+    await slow.close();
+  }
+});
+
+test("a connection refused before sending is retried, even for confirm, and then reported as not sent", async () => {
+  const closed = net.createServer();
+  await new Promise((resolve) => closed.listen(0, "127.0.0.1", resolve));
+  const port = closed.address().port;
+  await new Promise((resolve) => closed.close(resolve));
+  const gh = client({ baseUrl: `http://127.0.0.1:${port}`, retryBackoffMs: 10 });
+  await assert.rejects(gh.confirmToolCall("tc_0123456789ab"), (e) => e instanceof GatehouseConnectionError && e.maybeSent === false);
+});

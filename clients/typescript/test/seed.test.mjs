@@ -1,0 +1,112 @@
+// The seed's conversation against the running application, every callback checked with the
+// client's own verifyCallback.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { isToolCall, signCallback, verifyCallback } from "gatehouse-client";
+import { client, env, seedEmail, session, startReceiver, traceparent } from "./support.mjs";
+
+test("the seed conversation: create, correct, confirm, checkpoint, proceed, completion", async () => {
+  const receiver = await startReceiver();
+  try {
+    const gh = client();
+    const trace = traceparent();
+    const traceId = trace.split("-")[1];
+    const sessionId = session("seed");
+
+    const created = await gh.createToolCall(
+      { session_id: sessionId, function_name: "send_email", callback_url: receiver.url, parameters: seedEmail },
+      { traceparent: trace },
+    );
+    assert.equal(created.status, "PENDING");
+    assert.match(created.tool_call_id, /^tc_[0-9a-f]{12}$/);
+    assert.match(created.message, /john@gmail\.com/);
+    const id = created.tool_call_id;
+
+    const modified = await gh.modifyToolCall(id, { parameters: { to: "john.smith@gmail.com" }, reason: "caller corrected the address" }, { traceparent: trace });
+    assert.equal(modified.status, "PENDING");
+    assert.deepEqual(modified.modification_applied, { field: "to", old: "john@gmail.com", new: "john.smith@gmail.com" });
+    assert.match(modified.message, /john\.smith@gmail\.com/);
+
+    const confirmed = await gh.confirmToolCall(id, {}, { traceparent: trace });
+    assert.ok(!isToolCall(confirmed));
+    assert.equal(confirmed.status, "EXECUTING");
+
+    const checkpoint = await receiver.next("checkpoint", id);
+    assert.equal(checkpoint.body.status, "PREPARED");
+    assert.equal(checkpoint.body.resume_webhook, `/resume-execution/${id}`);
+    assert.match(checkpoint.body.message, /john\.smith@gmail\.com/);
+
+    const resumed = await gh.resumeExecution(id, { action: "proceed" }, { wait: 10, traceparent: trace });
+    assert.ok(isToolCall(resumed));
+    assert.equal(resumed.status, "COMPLETED");
+    assert.equal(resumed.trace_id, traceId, "the call keeps the relay's trace");
+    assert.deepEqual(resumed.parameters_history.map((c) => [c.field, c.old_value, c.new_value]), [["to", "john@gmail.com", "john.smith@gmail.com"]]);
+
+    const completion = await receiver.next("completion", id);
+    assert.equal(completion.body.status, "COMPLETED");
+    assert.match(completion.body.voice_response, /john\.smith@gmail\.com/);
+
+    const status = await gh.getToolCall(id);
+    assert.equal(status.status, "COMPLETED");
+    const context = await gh.getSessionCalls(sessionId);
+    assert.equal(context.recent_total, 1);
+    assert.equal(context.recent[0].tool_call_id, id);
+
+    // Every delivery, checked again byte for byte with verifyCallback; nothing was refused.
+    const mine = receiver.raw.filter((r) => JSON.parse(r.body).tool_call_id === id);
+    assert.deepEqual(mine.map((r) => r.headers["x-gatehouse-callback"]), ["progress", "checkpoint", "completion"]);
+    for (const delivery of mine) {
+      const header = delivery.headers["x-gatehouse-signature"];
+      assert.match(header, /^t=[0-9]+,v1=[0-9a-f]{64}$/);
+      assert.ok(verifyCallback(env.secret, header, delivery.body), "genuine");
+      assert.equal(JSON.parse(delivery.body).trace_id, traceId);
+      assert.equal(delivery.headers.traceparent.split("-")[1], traceId);
+    }
+    assert.deepEqual(receiver.rejected, []);
+
+    // The same real deliveries, altered: a tampered body, a wrong secret, a stale timestamp.
+    const { headers, body } = mine.at(-1);
+    const header = headers["x-gatehouse-signature"];
+    const t = Number(/t=([0-9]+)/.exec(header)[1]);
+    const tampered = Buffer.from(body.toString().replace("COMPLETED", "CANCELLED"));
+    assert.ok(!verifyCallback(env.secret, header, tampered), "tampered body");
+    assert.ok(!verifyCallback("not-the-secret", header, body), "wrong secret");
+    assert.ok(!verifyCallback(env.secret, header, body, 300, t + 301), "stale timestamp");
+    assert.ok(!verifyCallback(env.secret, signCallback(env.secret, body, t - 3600), body), "re-signed an hour ago");
+  } finally {
+    await receiver.close();
+  }
+});
+
+test("the receiver answers 401 to a forged, tampered or stale callback and never passes it on", async () => {
+  const receiver = await startReceiver();
+  try {
+    const body = JSON.stringify({ tool_call_id: "tc_0123456789ab", session_id: "s", status: "COMPLETED", result: null, voice_response: "sent", execution_time_ms: 1, trace_id: null });
+    const now = Math.floor(Date.now() / 1000);
+    const post = (signature, payload = body) =>
+      fetch(receiver.url, { method: "POST", body: payload, headers: { "Content-Type": "application/json", "X-Gatehouse-Callback": "completion", "X-Gatehouse-Signature": signature } });
+    assert.equal((await post(signCallback(env.secret, body, now))).status, 200);
+    assert.equal((await post(signCallback(env.secret, body, now), body.replace("sent", "lost"))).status, 401);
+    assert.equal((await post(signCallback("wrong", body, now))).status, 401);
+    assert.equal((await post(signCallback(env.secret, body, now - 600))).status, 401);
+    assert.equal(receiver.callbacks.length, 1);
+    assert.equal(receiver.rejected.length, 3);
+  } finally {
+    await receiver.close();
+  }
+});
+
+test("a progress callback answered with cancel stops the call before anything is prepared", async () => {
+  const receiver = await startReceiver((c) => (c.kind === "progress" ? { cancel: true, reason: "caller hung up" } : {}));
+  try {
+    const gh = client();
+    const created = await gh.createToolCall({ session_id: session("cancel"), function_name: "send_email", callback_url: receiver.url, parameters: seedEmail });
+    const settled = await gh.confirmToolCall(created.tool_call_id, {}, { wait: 10 });
+    assert.ok(isToolCall(settled));
+    assert.equal(settled.status, "CANCELLED");
+    const completion = await receiver.next("completion", created.tool_call_id);
+    assert.equal(completion.body.status, "CANCELLED");
+  } finally {
+    await receiver.close();
+  }
+});
