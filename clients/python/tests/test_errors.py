@@ -1,6 +1,6 @@
 """Every error code of the OpenAPI file raised as its exception class: from the real application
 wherever a request can provoke it (database_unavailable from one whose database is out of reach),
-else (internal, tool_unavailable, side_effect_started) from the documented answer played by a
+else (internal, tool_unavailable, side_effect_started, deadline_exceeded) from the documented answer played by a
 proxy."""
 
 import time
@@ -10,7 +10,7 @@ import pytest
 from gatehouse_client import (
     ERROR_CLASSES, CallbackNotAllowedError, DatabaseUnavailableError, ExpiredError, ForbiddenError, GatehouseError,
     IdempotencyKeyReusedError, InternalError, InvalidInputError, InvalidStateError, MethodNotAllowedError, NotFoundError,
-    PayloadTooLargeError, SideEffectStartedError, ToolUnavailableError, UnauthorizedError, UnknownFunctionError,
+    PayloadTooLargeError, SideEffectStartedError, ToolUnavailableError, DeadlineExceededError, UnauthorizedError, UnknownFunctionError,
     UnsupportedMediaTypeError, ValidationFailedError, is_tool_call,
 )
 
@@ -72,6 +72,8 @@ def test_a_checkpoint_left_waiting_past_its_deadline_is_410_expired():
 CANNED = [
     (500, "Internal Server Error", {"error": "Something went wrong on my side.", "code": "internal"}, {}, InternalError),
     (502, "Bad Gateway", {"error": "The email tool isn't answering right now.", "code": "tool_unavailable"}, {}, ToolUnavailableError),
+    (503, "Service Unavailable", {"error": "The request took longer than the server allows (300 s) and was stopped.",
+                                  "code": "deadline_exceeded"}, {}, DeadlineExceededError),
     (409, "Conflict", {"error": "It's too late to cancel: the email is already being sent.", "code": "side_effect_started",
                        "status": "EXECUTING", "tool_call_id": "tc_0123456789ab"}, {}, SideEffectStartedError),
 ]

@@ -60,6 +60,11 @@ export class CallbackNotAllowedError extends GatehouseError {}
 export class SideEffectStartedError extends GatehouseError {}
 /** 502 `tool_unavailable`: the tool crashed or did not answer in time. */
 export class ToolUnavailableError extends GatehouseError {}
+/**
+ * 503 `deadline_exceeded`: the host stopped a request that outlived its deadline. A request that
+ * changes a call may or may not have been carried out: read the call's status before trying again.
+ */
+export class DeadlineExceededError extends GatehouseError {}
 
 type ErrorClass = new (init: ConstructorParameters<typeof GatehouseError>[0]) => GatehouseError;
 
@@ -82,6 +87,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   callback_not_allowed: CallbackNotAllowedError,
   side_effect_started: SideEffectStartedError,
   tool_unavailable: ToolUnavailableError,
+  deadline_exceeded: DeadlineExceededError,
 };
 
 /** The code an answer without a JSON error body (a proxy's, the runner's plain-text 413) gets. */

@@ -25,6 +25,7 @@ export const ERROR_CODES = [
   "callback_not_allowed",
   "side_effect_started",
   "tool_unavailable",
+  "deadline_exceeded",
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -206,8 +207,16 @@ export interface AvailableTool {
   parameters_schema: Record<string, unknown>;
   needs_checkpoint: boolean;
   version: string;
+  /** What running the tool does, if the tool says (MCP lists these as its annotations). */
+  effects?: ToolEffects;
   component: string;
   available: true;
+}
+export interface ToolEffects {
+  read_only: boolean;
+  destructive: boolean;
+  idempotent: boolean;
+  open_world: boolean;
 }
 export interface UnavailableTool {
   name: string;
@@ -358,8 +367,12 @@ export interface McpToolResult {
   /** Exactly the JSON body the equivalent REST route answers (an `ErrorBody` when `isError`). */
   structuredContent: Record<string, unknown>;
   isError: boolean;
+  /** Under 2026-07-28. */
+  resultType?: "complete";
+  /** Under 2026-07-28: `io.modelcontextprotocol/serverInfo`. */
+  _meta?: Record<string, unknown>;
 }
-export type McpProtocolVersion = "2025-11-25" | "2025-06-18" | "2025-03-26" | "2024-11-05";
+export type McpProtocolVersion = "2026-07-28" | "2025-11-25" | "2025-06-18" | "2025-03-26" | "2024-11-05";
 
 // Callbacks (components/callbacks), as a relay receives them.
 export type CallbackKind = "progress" | "checkpoint" | "completion";

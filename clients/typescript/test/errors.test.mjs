@@ -1,13 +1,13 @@
 // Every error code of the OpenAPI file raised as its exception class: from the real application
 // wherever a request can provoke it (database_unavailable from one whose database is out of
-// reach), else (internal, tool_unavailable, side_effect_started) from the documented answer
+// reach), else (internal, tool_unavailable, side_effect_started, deadline_exceeded) from the documented answer
 // played by a proxy.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   CallbackNotAllowedError, DatabaseUnavailableError, ERROR_CLASSES, ExpiredError, ForbiddenError, GatehouseError,
   IdempotencyKeyReusedError, InternalError, InvalidInputError, InvalidStateError, MethodNotAllowedError, NotFoundError,
-  PayloadTooLargeError, SideEffectStartedError, ToolUnavailableError, UnauthorizedError, UnknownFunctionError,
+  PayloadTooLargeError, SideEffectStartedError, ToolUnavailableError, DeadlineExceededError, UnauthorizedError, UnknownFunctionError,
   UnsupportedMediaTypeError, ValidationFailedError, isToolCall,
 } from "gatehouse-client";
 import { client, env, rawAnswer, seedEmail, session, sleep, startProxy } from "./support.mjs";
@@ -64,6 +64,7 @@ test("errors only a failing server gives, played by a proxy from the documented 
   const canned = [
     [500, "Internal Server Error", { error: "Something went wrong on my side.", code: "internal" }, {}, InternalError],
     [502, "Bad Gateway", { error: "The email tool isn't answering right now.", code: "tool_unavailable" }, {}, ToolUnavailableError],
+    [503, "Service Unavailable", { error: "The request took longer than the server allows (300 s) and was stopped.", code: "deadline_exceeded" }, {}, DeadlineExceededError],
     [409, "Conflict", { error: "It's too late to cancel: the email is already being sent.", code: "side_effect_started", status: "EXECUTING", tool_call_id: "tc_0123456789ab" }, {}, SideEffectStartedError],
   ];
   for (const [status, reason, body, headers, Class] of canned) {

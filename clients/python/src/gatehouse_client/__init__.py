@@ -9,6 +9,7 @@ from .errors import (
     ERROR_CODES,
     CallbackNotAllowedError,
     DatabaseUnavailableError,
+    DeadlineExceededError,
     ExpiredError,
     ForbiddenError,
     GatehouseConnectionError,
@@ -33,7 +34,7 @@ from .signature import CALLBACK_KIND_HEADER, SIGNATURE_HEADER, sign_callback, ve
 
 __all__ = [
     "OPERATIONS", "Answer", "is_tool_call", "AsyncGatehouse", "Gatehouse", "ERROR_CLASSES", "ERROR_CODES",
-    "CallbackNotAllowedError", "DatabaseUnavailableError", "ExpiredError", "ForbiddenError",
+    "CallbackNotAllowedError", "DatabaseUnavailableError", "DeadlineExceededError", "ExpiredError", "ForbiddenError",
     "GatehouseConnectionError", "GatehouseError", "IdempotencyKeyReusedError", "InternalError",
     "InvalidInputError", "InvalidStateError", "MethodNotAllowedError", "NotFoundError",
     "PayloadTooLargeError", "SideEffectStartedError", "ToolUnavailableError", "UnauthorizedError",

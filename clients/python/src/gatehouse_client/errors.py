@@ -60,6 +60,9 @@ class SideEffectStartedError(GatehouseError):
     """409 ``side_effect_started``: too late to cancel; the irreversible step has begun."""
 class ToolUnavailableError(GatehouseError):
     """502 ``tool_unavailable``: the tool crashed or did not answer in time."""
+class DeadlineExceededError(GatehouseError):
+    """503 ``deadline_exceeded``: the host stopped a request that outlived its deadline. A request
+    that changes a call may or may not have been carried out: read the call's status first."""
 
 
 ERROR_CLASSES: Dict[str, Type[GatehouseError]] = {
@@ -80,6 +83,7 @@ ERROR_CLASSES: Dict[str, Type[GatehouseError]] = {
     "callback_not_allowed": CallbackNotAllowedError,
     "side_effect_started": SideEffectStartedError,
     "tool_unavailable": ToolUnavailableError,
+    "deadline_exceeded": DeadlineExceededError,
 }
 
 ERROR_CODES = tuple(ERROR_CLASSES)
