@@ -101,8 +101,19 @@ async fn start(
     ctx.release();
     let mut work = Box::pin(work);
     let finished = gatehouse_platform::within(wait, work.as_mut()).await.is_some();
-    let call = gatehouse_store::get_call(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
-    let answer = if call.status == Status::Executing { running } else { Progress::Reached(Box::new(call)) };
+    // The transition has committed and the executor has the call: whatever reading it again
+    // gives, the answer must not say that nothing happened. If it cannot be read (the database
+    // went away meanwhile), the truthful answer is the 202 the transition earned, and the
+    // hand-off goes on.
+    let reread = ctx.db().and_then(|db| Ok(gatehouse_store::get_call(&db, id)?));
+    let answer = match reread {
+        Ok(Some(call)) if call.status != Status::Executing => Progress::Reached(Box::new(call)),
+        Ok(_) => running,
+        Err(error) => {
+            gatehouse_platform::log_error(&error);
+            running
+        }
+    };
     let outcome = Outcome::new(answer).waited(Some(wait));
     Ok(if finished { outcome } else { outcome.then(work) })
 }
