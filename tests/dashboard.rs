@@ -347,6 +347,8 @@ async fn drive(
     ensure!(answer.contains("HTTP 200"), "the cancel's answer: {answer}");
     ensure!(db_status(db, &live).await? == "CANCELLED", "{live} is not CANCELLED in the database");
     wait_for_text(browser, "#call-status", "CANCELLED").await?;
+    // The page says why in the call's own history.
+    wait_for_text(browser, "#timeline", "cancelled from the dashboard").await?;
     screenshot(browser, "call-cancelled").await?;
 
     // The tool's page: the counts the database holds, one failure among them.
@@ -376,6 +378,7 @@ async fn drive(
     let waiting = wait_for_text(browser, "#health-prepared-list", &calls.prepared).await?;
     ensure!(waiting.contains("min"), "no countdown to the checkpoint's expiry: {waiting}");
     wait_for_text(browser, "#health-pending-list", &calls.corrected).await?;
+    wait_for_text(browser, "#health-sweeper", "No call has expired yet.").await?;
     screenshot(browser, "health").await?;
 
     // A phone-sized screen: nothing wider than the screen but the tables' own scrolling boxes.

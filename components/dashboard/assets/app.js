@@ -88,8 +88,13 @@
 
   /** A request to the API with the token; the parsed JSON answer, or an ApiError. */
   async function api(path, options = {}) {
-    const headers = { Authorization: `Bearer ${options.token || token()}` };
-    const response = await fetch(path, { method: options.method || "GET", headers, cache: "no-store", credentials: "omit" });
+    const headers = { Authorization: `Bearer ${token()}` };
+    const init = { method: options.method || "GET", headers, cache: "no-store", credentials: "omit" };
+    if (options.json !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(options.json);
+    }
+    const response = await fetch(path, init);
     let body = null;
     try { body = await response.json(); } catch { body = null; }
     if (response.status === 401) {
@@ -324,7 +329,9 @@
       cancel.addEventListener("click", async () => {
         cancel.disabled = true;
         try {
-          const { status, body } = await api(`/voice-tools/cancel/${encodeURIComponent(id)}`, { method: "DELETE", anyStatus: true });
+          const { status, body } = await api(`/voice-tools/cancel/${encodeURIComponent(id)}`, {
+            method: "DELETE", anyStatus: true, json: { reason: "cancelled from the dashboard" },
+          });
           answer = h("div", { class: "answer", id: "cancel-answer", role: "status" },
             h("strong", {}, status < 300 ? `Cancelled (HTTP ${status}). ` : `Not cancelled (HTTP ${status}${body && body.code ? `, ${body.code}` : ""}). `),
             (body && (body.message || body.error || body.voice_response)) || "");
@@ -479,17 +486,23 @@
           h("td", {}, callLink(c.tool_call_id)), h("td", {}, c.function_name), h("td", {}, c.session_id),
           h("td", { class: "countdown", "data-expires": c.expires_at }, "")))))
         : h("p", { class: "muted", id }, "None.");
-      // The sweeper keeps no log of its runs; the newest call it expired is what can be shown.
-      const lastExpiry = swept.calls[0] && (swept.calls[0].status_history || []).filter((e) => e.status === "EXPIRED").pop();
+      // The sweeper keeps no log of its runs. What can be shown is the newest expired call: when
+      // the sweeper expired it, or that it has not yet (a call past its deadline reads as EXPIRED
+      // before the sweeper rewrites it), which says the sweeper is behind or not running.
+      const newest = swept.calls[0];
+      const expiry = newest && (newest.status_history || []).filter((e) => e.status === "EXPIRED").pop();
+      const sweeper = !newest ? "No call has expired yet."
+        : expiry ? ["The newest expired call, ", callLink(newest.tool_call_id), `, was expired by the ${expiry.actor || "sweeper"} at `, time(expiry.timestamp), "."]
+          : ["The newest expired call, ", callLink(newest.tool_call_id), ", passed its deadline at ", time(newest.expires_at),
+            " and has not been swept yet: is the sweeper running?"];
       render(gen, h("h2", {}, "Health"),
         h("div", { class: "cards" },
           card("database", health.database || "unknown", "health-database"),
           card("waiting at a checkpoint", prepared.calls.length + (prepared.next_cursor ? "+" : ""), "health-prepared"),
           card("waiting for confirmation", pending.calls.length + (pending.next_cursor ? "+" : ""), "health-pending")),
         h("h3", {}, "The sweeper"),
-        h("p", { id: "health-sweeper" }, lastExpiry
-          ? ["It last expired a call at ", time(lastExpiry.timestamp), " (", callLink(swept.calls[0].tool_call_id), "). It keeps no record of runs that found nothing to do."]
-          : "It has expired no call yet; it keeps no record of runs that found nothing to do."),
+        h("p", { id: "health-sweeper" }, sweeper),
+        h("p", { class: "muted" }, "The sweeper keeps no record of its runs, so a run that found nothing to do leaves nothing to show."),
         h("h3", {}, "Calls waiting at a checkpoint"), waiting(prepared.calls, "PREPARED calls and the time until they expire.", "health-prepared-list"),
         h("h3", {}, "Calls waiting for confirmation"), waiting(pending.calls, "PENDING calls and the time until they expire.", "health-pending-list"));
       const tick = () => {
