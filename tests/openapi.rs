@@ -406,6 +406,8 @@ const FLOW_CALLBACKS: &[&str] = &["completion", "progress"];
 const HISTORY_OPERATIONS: &[(&str, &str)] =
     &[("/voice-tools/tools/{name}/executions", "get"), ("/voice-tools/tools/{name}/stats", "get")];
 const MCP_OPERATIONS: &[(&str, &str)] = &[("/mcp", "post")];
+const CALLS_OPERATIONS: &[(&str, &str)] =
+    &[("/voice-tools/calls", "get"), ("/voice-tools/calls/{id}/callbacks", "get")];
 const EXPIRY_CALLBACKS: &[&str] = &["completion"];
 
 /// Every operation in the file is some group's, so each answers with a success somewhere; and
@@ -420,6 +422,7 @@ fn every_operation_and_callback_belongs_to_a_group() -> Result<()> {
         FLOW_OPERATIONS,
         HISTORY_OPERATIONS,
         MCP_OPERATIONS,
+        CALLS_OPERATIONS,
     ];
     let owned: BTreeSet<(String, String)> =
         groups.iter().flat_map(|group| group.iter()).map(|(t, m)| ((*t).to_owned(), (*m).to_owned())).collect();
@@ -895,6 +898,44 @@ async fn each_tools_history_matches_the_description() -> Result<()> {
     api.assert_operations_were_exercised(HISTORY_OPERATIONS)
 }
 
+/// The calls list and a call's callback attempts (the dashboard's reads).
+#[tokio::test]
+async fn the_calls_list_and_callbacks_match_the_description() -> Result<()> {
+    let fixture = Fixture::start().await?;
+    let (api, app, relay) = (&fixture.api, &fixture.app, &fixture.relay);
+    let session = fixture.session.as_str();
+    let create = |parameters: Value| {
+        api.call(app, Method::POST, "/voice-tools/pending", Some(create_body(session, parameters, relay)), &[])
+    };
+    let done = create(json!({"to": "k@example.com", "checkpoint": false})).await?.expect(201)?.id()?;
+    let completed =
+        api.call(app, Method::POST, &format!("/voice-tools/confirm/{done}"), None, &[("prefer", "wait=10")]).await?;
+    ensure!(completed.expect(200)?.body["status"] == "COMPLETED", "{done} did not complete");
+    let open = create(json!({"to": "l@example.com"})).await?.expect(201)?.id()?;
+
+    let page = api.get(app, &format!("/voice-tools/calls?session_id={session}&limit=1")).await?.expect(200)?;
+    ensure!(page.body["calls"][0]["tool_call_id"] == open.as_str(), "{}", page.text);
+    let cursor = page.body["next_cursor"].as_str().context("a next page")?.to_owned();
+    let next = api.get(app, &format!("/voice-tools/calls?session_id={session}&limit=1&cursor={cursor}")).await?;
+    ensure!(next.expect(200)?.body["calls"][0]["tool_call_id"] == done.as_str(), "the second page");
+    api.get(app, &format!("/voice-tools/calls?status=PENDING&function_name={FUNCTION}")).await?.expect(200)?;
+    for bad in ["limit=0", "status=DONE", "cursor=x", "session_id="] {
+        let refused = api.get(app, &format!("/voice-tools/calls?{bad}")).await?.expect(400)?;
+        ensure!(refused.code() == "invalid_input", "{bad}: {}", refused.text);
+    }
+    api.call(app, Method::POST, "/voice-tools/calls", None, &[]).await?.expect(405)?;
+    api.send(api.http.get(app.runner.url("/voice-tools/calls"))).await?.expect(401)?;
+    api.call(app, Method::GET, "/voice-tools/calls", Some(json!([])), &[]).await?.expect(400)?;
+
+    relay.wait_for(&done, "completion", SETTLE).await?;
+    let attempts = api.get(app, &format!("/voice-tools/calls/{done}/callbacks")).await?.expect(200)?;
+    ensure!(attempts.body["callbacks"].as_array().is_some_and(|a| !a.is_empty()), "{}", attempts.text);
+    api.get(app, "/voice-tools/calls/tc_000000000000/callbacks").await?.expect(404)?;
+    api.call(app, Method::DELETE, &format!("/voice-tools/calls/{done}/callbacks"), None, &[]).await?.expect(405)?;
+    api.send(api.http.get(app.runner.url(&format!("/voice-tools/calls/{done}/callbacks")))).await?.expect(401)?;
+    api.assert_operations_were_exercised(CALLS_OPERATIONS)
+}
+
 /// MCP over Streamable HTTP.
 #[tokio::test]
 async fn mcp_matches_the_description() -> Result<()> {
@@ -1069,6 +1110,8 @@ async fn the_database_down_matches_the_description() -> Result<()> {
         (Method::POST, "/voice-tools/sweep".to_owned(), None),
         (Method::GET, format!("/voice-tools/tools/{FUNCTION}/executions"), None),
         (Method::GET, format!("/voice-tools/tools/{FUNCTION}/stats"), None),
+        (Method::GET, "/voice-tools/calls".to_owned(), None),
+        (Method::GET, format!("/voice-tools/calls/{any}/callbacks"), None),
         (Method::POST, "/query-vector-db".to_owned(), Some(search_body(session, relay))),
         (Method::POST, "/execute-gmail".to_owned(), Some(email_body(session, relay))),
     ];

@@ -779,6 +779,8 @@ fn families(targets: &Targets) -> Result<Vec<Family>> {
         ("GET", "/voice-tools/tools", "/voice-tools/tools".to_owned()),
         ("GET", "/voice-tools/tools/:name/executions", "/voice-tools/tools/send_email/executions".to_owned()),
         ("GET", "/voice-tools/tools/:name/stats", "/voice-tools/tools/send_email/stats".to_owned()),
+        ("GET", "/voice-tools/calls", format!("/voice-tools/calls?session_id={}", t.session)),
+        ("GET", "/voice-tools/calls/:id/callbacks", format!("/voice-tools/calls/{pending}/callbacks")),
         ("POST", "/voice-tools/sweep", "/voice-tools/sweep".to_owned()),
         ("GET", "/health", "/health".to_owned()),
     ] {
@@ -795,6 +797,8 @@ fn families(targets: &Targets) -> Result<Vec<Family>> {
         ("GET", "/voice-tools/tools/:name/executions", Expect::Read, None),
         ("GET", "/voice-tools/tools/:name/stats", Expect::Read, None),
         ("GET", "/voice-tools/tools", Expect::Read, None),
+        ("GET", "/voice-tools/calls", Expect::Read, None),
+        ("GET", "/voice-tools/calls/:id/callbacks", Expect::Read, None),
         ("GET", "/get-session-context", Expect::Read, None),
         ("GET", "/health", Expect::Read, None),
         ("POST", "/voice-tools/confirm/:id", Expect::Refused, None),
@@ -843,6 +847,14 @@ fn families(targets: &Targets) -> Result<Vec<Family>> {
             "/voice-tools/tools/send_email/executions",
             vec!["limit", "outcome", "since", "cursor"],
             ["0", "-1", "101", "1e3", "50", "ok", "OK", "error", "2026-13-01", "2024-01-01T00:00:00Z", "abc", "%zz"]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        (
+            "query GET /voice-tools/calls",
+            "/voice-tools/calls",
+            vec!["limit", "status", "session_id", "function_name", "cursor"],
+            ["0", "101", "25", "PENDING", "pending", "MODIFIED", "", "x", "%zz", "1_tc_000000000000", "tc_0", "%00"]
                 .map(str::to_owned)
                 .to_vec(),
         ),

@@ -226,6 +226,8 @@ async fn routes_without_a_body_take_nothing_or_an_empty_object() -> Result<()> {
         ("GET", "/voice-tools/tools".to_owned(), true),
         ("GET", "/voice-tools/tools/fixture_action/executions".to_owned(), true),
         ("GET", "/voice-tools/tools/fixture_action/stats".to_owned(), true),
+        ("GET", format!("/voice-tools/calls?session_id={session}"), true),
+        ("GET", format!("/voice-tools/calls/{id}/callbacks"), true),
         ("POST", "/voice-tools/sweep".to_owned(), true),
         ("GET", "/health".to_owned(), false),
     ];

@@ -1,12 +1,19 @@
-//! GET /voice-tools/status/:id: one call in full; a bounded long-poll under Prefer: wait=N.
+//! The reads of calls:
+//! - `GET /voice-tools/status/:id`: one call in full; a bounded long-poll under Prefer: wait=N;
+//! - `GET /voice-tools/calls?session_id=&function_name=&status=&limit=&cursor=`: every call,
+//!   newest first, a page at a time;
+//! - `GET /voice-tools/calls/:id/callbacks`: the callback attempts of one call.
 
-use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
-use gatehouse_lifecycle::Ctx;
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, query_param};
+use gatehouse_lifecycle::{CallsQuery, Ctx};
 
 gatehouse_http::component!(routes);
 
 fn routes() -> Router<'static> {
-    Router::new().get("/voice-tools/status/:id", Access::Token, status)
+    Router::new()
+        .get("/voice-tools/status/:id", Access::Token, status)
+        .get("/voice-tools/calls", Access::Token, calls)
+        .get("/voice-tools/calls/:id/callbacks", Access::Token, callbacks)
 }
 
 async fn status(req: Request, params: Params) -> Result<Reply, ApiError> {
@@ -14,4 +21,22 @@ async fn status(req: Request, params: Params) -> Result<Reply, ApiError> {
     let id = params.call_id()?;
     let wait = gatehouse_http::prefer_wait(&req);
     Ok(gatehouse_rest::outcome(gatehouse_lifecycle::status(&Ctx::new(), &id, wait).await?))
+}
+
+async fn calls(req: Request, _params: Params) -> Result<Reply, ApiError> {
+    gatehouse_http::require_no_body(&req)?;
+    let query = CallsQuery {
+        session_id: query_param(&req, "session_id")?,
+        function_name: query_param(&req, "function_name")?,
+        status: query_param(&req, "status")?,
+        limit: query_param(&req, "limit")?,
+        cursor: query_param(&req, "cursor")?,
+    };
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::list_calls(&Ctx::new(), &query)?))
+}
+
+async fn callbacks(req: Request, params: Params) -> Result<Reply, ApiError> {
+    gatehouse_http::require_no_body(&req)?;
+    let id = params.call_id()?;
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::callback_attempts(&Ctx::new(), &id)?))
 }

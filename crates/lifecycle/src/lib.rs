@@ -10,6 +10,7 @@
 //! Nothing here is tool-specific: tools are reached through the tool contract, or run in the
 //! component of a direct flow through the same [`Tool`](gatehouse_tool::Tool) trait.
 
+mod audit;
 mod callbacks;
 mod cancel;
 mod confirm;
@@ -25,6 +26,7 @@ mod status;
 mod sweep;
 mod tools;
 
+pub use audit::{CallsQuery, callback_attempts, list_calls};
 pub use cancel::{CancelRequest, cancel};
 pub use confirm::{ConfirmRequest, ResumeRequest, confirm, resume};
 pub use context::Ctx;

@@ -67,14 +67,7 @@ pub struct ExecutionsQuery {
 /// One page of a tool's executions, newest first.
 pub fn tool_executions(ctx: &Ctx, name: &str, query: &ExecutionsQuery) -> Result<Value, ApiError> {
     let tool = registered(ctx, name)?;
-    let limit = match query.limit.as_deref() {
-        None => DEFAULT_PAGE,
-        Some(text) => text
-            .parse()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| invalid("limit", &format!("must be a whole number from 1 to {MAX_PAGE}")))?,
-    };
+    let limit = page_limit(query.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
     let outcome = match query.outcome.as_deref() {
         None => None,
         Some(text) => Some(Outcome::parse(text).ok_or_else(|| {
@@ -130,6 +123,19 @@ fn registered(ctx: &Ctx, name: &str) -> Result<RegistryEntry, ApiError> {
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("I don't have a tool called {name}.")))
 }
 
-fn invalid(field: &str, problem: &str) -> ApiError {
+/// The `limit` of a paged route: `default` when absent, else a whole number from 1 to `max`.
+pub(crate) fn page_limit(raw: Option<&str>, default: u32, max: u32) -> Result<u32, ApiError> {
+    match raw {
+        None => Ok(default),
+        Some(text) => text
+            .parse()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| invalid("limit", &format!("must be a whole number from 1 to {max}"))),
+    }
+}
+
+/// A query parameter that is not valid: 400 `invalid_input` naming it in `fields`.
+pub(crate) fn invalid(field: &str, problem: &str) -> ApiError {
     ApiError::invalid_input(format!("The {field} parameter is not valid.")).with_field(field, problem)
 }

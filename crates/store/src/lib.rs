@@ -5,6 +5,7 @@
 //! statement sent through `query` answers exactly one row, because Spin 4.0.x hangs on a
 //! result with none (see `rows.rs`).
 
+mod audit;
 mod calls;
 mod context;
 mod credentials;
@@ -14,6 +15,7 @@ mod history;
 mod records;
 mod rows;
 
+pub use audit::{CallCursor, CallFilter, MAX_CALLBACK_ATTEMPTS, callback_attempts, list_calls};
 pub use calls::{
     Claim, Created, ExpiredCall, NewCall, ParameterChange, Retry, ToolCall, Transition, begin_side_effect, cancel_call,
     claim_owed_reports, claim_stranded_calls, complete_call, confirm_call, expire_stale_calls, fail_call,

@@ -109,6 +109,8 @@ mod tests {
             ("sql/session_context_view.sql", include_str!("sql/session_context_view.sql")),
             ("sql/history/page.sql", include_str!("sql/history/page.sql")),
             ("sql/history/stats.sql", include_str!("sql/history/stats.sql")),
+            ("sql/audit/calls.sql", crate::audit::CALLS),
+            ("sql/audit/callbacks.sql", crate::audit::CALLBACKS),
         ];
         statements.extend(crate::calls::STATEMENTS.iter().map(|(file, sql)| (*file, *sql)));
         statements

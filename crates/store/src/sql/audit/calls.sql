@@ -1,0 +1,24 @@
+-- One page of calls, newest first, by keyset: $1 session_id or NULL, $2 function_name or NULL,
+-- $3 status or NULL (the effective status, so a stale waiting call is listed as EXPIRED, as
+-- every route reports it), $4/$5 the cursor (created_at in microseconds since the epoch,
+-- tool_call_id) of the last row already seen or NULL, $6 the page size.
+-- One row more than a page is read, to know whether another page follows.
+WITH page AS (
+    SELECT c.created_at, c.tool_call_id, tool_call_json(c) AS call
+      FROM tool_calls c
+     WHERE ($1::text IS NULL OR c.session_id = $1::text)
+       AND ($2::text IS NULL OR c.function_name = $2::text)
+       AND ($3::text IS NULL OR tool_call_effective_status(c.status, c.expires_at) = $3::text)
+       AND ($4::int8 IS NULL
+            OR (c.created_at, c.tool_call_id) < (to_timestamp(0) + $4::int8 * interval '1 microsecond', $5::text))
+     ORDER BY c.created_at DESC, c.tool_call_id DESC
+     LIMIT $6::int8 + 1
+), shown AS (
+    SELECT * FROM page ORDER BY created_at DESC, tool_call_id DESC LIMIT $6::int8
+)
+SELECT jsonb_build_object(
+    'calls', COALESCE((SELECT jsonb_agg(s.call ORDER BY s.created_at DESC, s.tool_call_id DESC) FROM shown s),
+                      '[]'::jsonb),
+    'next_cursor', CASE WHEN (SELECT count(*) FROM page) > $6::int8 THEN (
+        SELECT (extract(epoch FROM s.created_at) * 1000000)::int8 || '_' || s.tool_call_id
+          FROM shown s ORDER BY s.created_at, s.tool_call_id LIMIT 1) END)
