@@ -56,6 +56,11 @@ def test_seed_conversation_sync(receiver):
     assert completion.body["status"] == "COMPLETED"
     assert "john.smith@gmail.com" in completion.body["voice_response"]
     assert gh.get_session_calls(session_id)["recent_total"] == 1
+    listed = gh.list_tool_calls(session_id=session_id, status="COMPLETED")
+    assert [c["tool_call_id"] for c in listed["calls"]] == [id] and listed["next_cursor"] is None
+    attempts = gh.list_callback_attempts(id)["callbacks"]
+    assert [(a["kind"], a["attempt"], a["status_code"]) for a in attempts] == [
+        ("progress", 1, 200), ("checkpoint", 1, 200), ("completion", 1, 200)]
 
     mine = check_deliveries(receiver, id, trace_id)
     last = mine[-1]

@@ -10,6 +10,9 @@ import type {
   CreateResponse,
   ExecuteGmailAnswer,
   ExecuteGmailRequest,
+  CallPage,
+  CallQuery,
+  CallbackAttempts,
   ExecutionPage,
   ExecutionQuery,
   Health,
@@ -236,6 +239,18 @@ export class Gatehouse {
     ).body;
   }
 
+  /** `GET /voice-tools/calls`: one page of every session's calls, newest first, filtered. */
+  async listToolCalls(query: CallQuery = {}, options?: RequestOptions): Promise<CallPage> {
+    return (await this.send<CallPage>({ method: "GET", path: "/voice-tools/calls", query: { ...query }, retry: "idempotent", options })).body;
+  }
+
+  /** `GET /voice-tools/calls/{id}/callbacks`: every attempt to deliver the call's callbacks. */
+  async listCallbackAttempts(id: string, options?: RequestOptions): Promise<CallbackAttempts> {
+    return (
+      await this.send<CallbackAttempts>({ method: "GET", path: `/voice-tools/calls/${enc(id)}/callbacks`, retry: "idempotent", options })
+    ).body;
+  }
+
   /** `GET /voice-tools/tools/{name}/stats`. */
   async toolStats(name: string, query: { window?: string } = {}, options?: RequestOptions): Promise<ToolStats> {
     return (await this.send<ToolStats>({ method: "GET", path: `/voice-tools/tools/${enc(name)}/stats`, query: { ...query }, retry: "idempotent", options })).body;
@@ -388,6 +403,8 @@ export const OPERATIONS = {
   listTools: { method: "GET", path: "/voice-tools/tools" },
   listToolExecutions: { method: "GET", path: "/voice-tools/tools/{name}/executions" },
   toolStats: { method: "GET", path: "/voice-tools/tools/{name}/stats" },
+  listToolCalls: { method: "GET", path: "/voice-tools/calls" },
+  listCallbackAttempts: { method: "GET", path: "/voice-tools/calls/{id}/callbacks" },
   queryVectorDb: { method: "POST", path: "/query-vector-db" },
   executeGmail: { method: "POST", path: "/execute-gmail" },
   mcp: { method: "POST", path: "/mcp" },

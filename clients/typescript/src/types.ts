@@ -248,6 +248,31 @@ export interface ExecutionPage {
   executions: Execution[];
   next_cursor: string | null;
 }
+export interface CallPage {
+  calls: ToolCall[];
+  next_cursor: string | null;
+}
+export interface CallQuery {
+  session_id?: string;
+  function_name?: string;
+  status?: Status;
+  limit?: number;
+  cursor?: string;
+}
+export interface CallbackAttempt {
+  attempt_id: number;
+  kind: CallbackKind;
+  url: string;
+  attempt: number;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+  at: string;
+}
+export interface CallbackAttempts {
+  tool_call_id: ToolCallId;
+  callbacks: CallbackAttempt[];
+}
 export interface ExecutionQuery {
   limit?: number;
   outcome?: ExecutionOutcome;
@@ -276,6 +301,8 @@ export interface ToolStats {
   p50_ms: number | null;
   p95_ms: number | null;
   by_operation: Partial<Record<ToolOperation, OperationStats>>;
+  /** The window in 24 equal buckets, oldest first. */
+  timeline: Array<{ start: string; executions: number; ok: number; errors: number }>;
   last_error: LastError | null;
 }
 

@@ -51,6 +51,11 @@ test("the seed conversation: create, correct, confirm, checkpoint, proceed, comp
     const context = await gh.getSessionCalls(sessionId);
     assert.equal(context.recent_total, 1);
     assert.equal(context.recent[0].tool_call_id, id);
+    const listed = await gh.listToolCalls({ session_id: sessionId, status: "COMPLETED" });
+    assert.deepEqual(listed.calls.map((c) => c.tool_call_id), [id]);
+    assert.equal(listed.next_cursor, null);
+    const attempts = await gh.listCallbackAttempts(id);
+    assert.deepEqual(attempts.callbacks.map((a) => [a.kind, a.attempt, a.status_code]), [["progress", 1, 200], ["checkpoint", 1, 200], ["completion", 1, 200]]);
 
     // Every delivery, checked again byte for byte with verifyCallback; nothing was refused.
     const mine = receiver.raw.filter((r) => JSON.parse(r.body).tool_call_id === id);

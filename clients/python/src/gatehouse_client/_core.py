@@ -30,6 +30,8 @@ OPERATIONS: Dict[str, Tuple[str, str, str]] = {
     "listTools": ("GET", "/voice-tools/tools", "list_tools"),
     "listToolExecutions": ("GET", "/voice-tools/tools/{name}/executions", "list_tool_executions"),
     "toolStats": ("GET", "/voice-tools/tools/{name}/stats", "tool_stats"),
+    "listToolCalls": ("GET", "/voice-tools/calls", "list_tool_calls"),
+    "listCallbackAttempts": ("GET", "/voice-tools/calls/{id}/callbacks", "list_callback_attempts"),
     "queryVectorDb": ("POST", "/query-vector-db", "query_vector_db"),
     "executeGmail": ("POST", "/execute-gmail", "execute_gmail"),
     "mcp": ("POST", "/mcp", "mcp"),

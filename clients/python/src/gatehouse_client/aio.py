@@ -18,6 +18,8 @@ from .types import (
     CreateResponse,
     ExecuteGmailAnswer,
     ExecuteGmailRequest,
+    CallbackAttempts,
+    CallPage,
     ExecutionPage,
     Health,
     JsonRpcAnswer,
@@ -146,6 +148,26 @@ class AsyncGatehouse:
         query = {"limit": limit, "outcome": outcome, "since": since, "cursor": cursor}
         call = Call("GET", f"/voice-tools/tools/{quote(name)}/executions", IDEMPOTENT, query=query, traceparent=traceparent)
         return cast(ExecutionPage, (await self._send(call)).body)
+
+    async def list_tool_calls(
+        self,
+        *,
+        session_id: Optional[str] = None,
+        function_name: Optional[str] = None,
+        status: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        traceparent: Optional[str] = None,
+    ) -> CallPage:
+        """``GET /voice-tools/calls``: one page of every session's calls, newest first, filtered."""
+        query = {"session_id": session_id, "function_name": function_name, "status": status, "limit": limit, "cursor": cursor}
+        call = Call("GET", "/voice-tools/calls", IDEMPOTENT, query=query, traceparent=traceparent)
+        return cast(CallPage, (await self._send(call)).body)
+
+    async def list_callback_attempts(self, id: str, *, traceparent: Optional[str] = None) -> CallbackAttempts:
+        """``GET /voice-tools/calls/{id}/callbacks``: every attempt to deliver the call's callbacks."""
+        call = Call("GET", f"/voice-tools/calls/{quote(id)}/callbacks", IDEMPOTENT, traceparent=traceparent)
+        return cast(CallbackAttempts, (await self._send(call)).body)
 
     async def tool_stats(self, name: str, *, window: Optional[str] = None, traceparent: Optional[str] = None) -> ToolStats:
         """``GET /voice-tools/tools/{name}/stats``."""

@@ -157,6 +157,27 @@ class ExecutionPage(TypedDict):
     next_cursor: Optional[str]
 
 
+class CallPage(TypedDict):
+    calls: List[ToolCall]
+    next_cursor: Optional[str]
+
+
+class CallbackAttempt(TypedDict):
+    attempt_id: int
+    kind: str
+    url: str
+    attempt: int
+    status_code: Optional[int]
+    error: Optional[str]
+    duration_ms: float
+    at: str
+
+
+class CallbackAttempts(TypedDict):
+    tool_call_id: str
+    callbacks: List[CallbackAttempt]
+
+
 class ToolStats(TypedDict):
     tool: str
     window: str
@@ -166,6 +187,7 @@ class ToolStats(TypedDict):
     p50_ms: Optional[float]
     p95_ms: Optional[float]
     by_operation: Dict[str, Dict[str, Any]]
+    timeline: List[Dict[str, Any]]
     last_error: Optional[Dict[str, Any]]
 
 
@@ -242,7 +264,8 @@ SCHEMAS = {
     "CancelRequest": CancelRequest, "Accepted": Accepted, "CancelResponse": CancelResponse,
     "ToolCall": ToolCall, "ContextResponse": ContextResponse, "SessionContext": SessionContext,
     "SweepReport": SweepReport, "ToolList": ToolList, "ExecutionPage": ExecutionPage,
-    "ToolStats": ToolStats, "ExecuteGmailRequest": ExecuteGmailRequest,
+    "ToolStats": ToolStats, "CallPage": CallPage, "CallbackAttempt": CallbackAttempt,
+    "CallbackAttempts": CallbackAttempts, "ExecuteGmailRequest": ExecuteGmailRequest,
     "QueryVectorDbRequest": QueryVectorDbRequest, "ProgressCallback": ProgressCallback,
     "CheckpointCallback": CheckpointCallback, "CompletionCallback": CompletionCallback,
     "Health": Health, "Error": ErrorBody,
