@@ -253,13 +253,15 @@ async fn drive(
 ) -> Result<()> {
     let page = app.runner.url("/dashboard/");
 
-    // A cold load, then a warm one: the page's own timing of each, printed, not asserted tightly.
+    // A cold load, then a warm one: the page's own timing of each, printed for the record (how
+    // fast it is belongs to the measurements, not to a test); that the browser reports a
+    // completed navigation at all is what is checked.
     for round in ["first", "second"] {
         browser.goto(&page).await?;
         browser.wait().at_most(SHOW).for_element(Locator::Css("#token")).await?;
         let (ready, loaded) = load_timing(browser).await?;
         println!("dashboard page load ({round}): DOMContentLoaded {ready:.1} ms, load {loaded:.1} ms");
-        ensure!(loaded > 0.0 && loaded < 5000.0, "the page took {loaded} ms to load");
+        ensure!(loaded > 0.0 && ready > 0.0, "the browser reported no completed navigation");
     }
 
     // A wrong token: a sign-in error, no data, nothing kept.
