@@ -7,7 +7,7 @@ use gatehouse_domain::callback::{self, CallbackKind, CheckpointCallback, Complet
 use gatehouse_domain::{ApiError, Status};
 use gatehouse_platform::Method;
 use gatehouse_platform::OutboundResponse;
-use gatehouse_store::{CallbackAttempt, ToolCall};
+use gatehouse_store::{CallbackAttempt, Connection, StoreError, ToolCall};
 use serde::Serialize;
 
 use crate::Ctx;
@@ -50,11 +50,18 @@ pub(crate) async fn checkpoint(ctx: &Ctx, call: &ToolCall, message: String) {
 /// owes it, so the sweeper will not send it again (see `sweep::deliver_owed`). If this write is
 /// lost, the sweeper sends the report once more; a relay takes a repeated report as the same.
 fn tried(ctx: &Ctx, call: &ToolCall, kind: CallbackKind) {
-    let cleared = ctx.db().and_then(|db| Ok(gatehouse_store::report_tried(&db, &call.tool_call_id, kind.as_str())?));
+    let what = format!("{} report for {}", kind.as_str(), call.tool_call_id);
+    bookkeep(ctx, &what, |db| gatehouse_store::report_tried(db, &call.tool_call_id, kind.as_str()));
+}
+
+/// One bookkeeping write of a delivery, on a connection given back at once (the connection
+/// rule: delivery can take seconds of backoff). A failed write is logged as `what`; it never
+/// fails the delivery.
+fn bookkeep(ctx: &Ctx, what: &str, write: impl FnOnce(&Connection) -> Result<(), StoreError>) {
+    let written = ctx.db().and_then(|db| Ok(write(&db)?));
     ctx.release();
-    if let Err(error) = cleared {
-        let detail = error.detail.unwrap_or(error.message);
-        gatehouse_platform::log_line("warn", &format!("{} report for {}: {detail}", kind.as_str(), call.tool_call_id));
+    if let Err(error) = written {
+        gatehouse_platform::log_line("warn", &format!("{what}: {}", error.detail.unwrap_or(error.message)));
     }
 }
 
@@ -213,13 +220,5 @@ fn record(
         error,
         duration_ms,
     };
-    // Given back at once (the connection rule): delivery can take seconds of backoff.
-    let recorded = ctx.db().and_then(|db| gatehouse_store::record_callback_attempt(&db, &row).map_err(ApiError::from));
-    ctx.release();
-    if let Err(e) = recorded {
-        gatehouse_platform::log_line(
-            "warn",
-            &format!("recording a callback attempt: {}", e.detail.unwrap_or(e.message)),
-        );
-    }
+    bookkeep(ctx, "recording a callback attempt", |db| gatehouse_store::record_callback_attempt(db, &row));
 }
