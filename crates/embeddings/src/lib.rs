@@ -4,6 +4,7 @@
 //! crate, so stored documents and queries live in the same vector space.
 mod model_dir;
 mod pooling;
+mod rate;
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 pub use model_dir::{MODEL_DIR_ENV, MODEL_FILES, locate_model_dir, spin_model_dir};
+pub use rate::{MATRIX_SHAPE, flops_for_texts, flops_per_text, matrix_rate};
 
 /// The model's name in Spin's `ai_models` and in `generate-embeddings`.
 pub const MODEL_NAME: &str = "all-minilm-l6-v2";
