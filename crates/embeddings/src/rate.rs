@@ -58,7 +58,7 @@ fn flops_at(n: f64) -> f64 {
 
 /// This machine's float32 matrix rate in GFLOP/s: the product of [`MATRIX_SHAPE`], repeated
 /// for about `duration` after a warm-up, with the gemm kernels the embedder uses, on every
-/// available core.
+/// available core (gemm's `rayon` feature, which this crate turns on).
 pub fn matrix_rate(duration: Duration) -> f64 {
     let (m, k, n) = MATRIX_SHAPE;
     // Values of the size of a layer's activations and weights, never zero or denormal, so the
