@@ -1,12 +1,14 @@
 //! `gatehouse ingest` end to end: the real binary, the real model, a real PostgreSQL. Each test
 //! loads into a database of its own, so its counts are exact whatever other tests ingest.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use anyhow::{Context, Result, ensure};
 use gatehouse_embeddings::{DIMENSIONS, Embedder, locate_model_dir};
 use gatehouse_tests::vector::with_database;
-use gatehouse_tests::{database_url, db, gatehouse_bin, shared_state_dir, unique, workspace_root};
+use gatehouse_tests::{
+    database_url, db, gatehouse_bin, scratch_file, shared_state_dir, synthetic_corpus, unique, workspace_root,
+};
 use serde_json::{Value, json};
 
 /// A scratch database on the test server, dropped by [`Scratch::drop_database`].
@@ -48,22 +50,6 @@ impl Scratch {
         db().await?.batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name)).await?;
         Ok(())
     }
-}
-
-/// `url` naming database `name` instead.
-fn scratch_file(name: &str) -> PathBuf {
-    workspace_root().join("target").join(unique(name)).with_extension("jsonl")
-}
-
-fn synthetic_corpus(count: usize) -> Result<PathBuf> {
-    let file = scratch_file("corpus");
-    let status = Command::new(workspace_root().join("scripts/synthetic-corpus"))
-        .arg(count.to_string())
-        .arg("--output")
-        .arg(&file)
-        .status()?;
-    ensure!(status.success(), "scripts/synthetic-corpus failed");
-    Ok(file)
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {

@@ -199,6 +199,23 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// A JSON Lines file name under target/ that no other test uses.
+pub fn scratch_file(name: &str) -> PathBuf {
+    workspace_root().join("target").join(unique(name)).with_extension("jsonl")
+}
+
+/// A file of `count` documents from scripts/synthetic-corpus, under target/.
+pub fn synthetic_corpus(count: usize) -> Result<PathBuf> {
+    let file = scratch_file("corpus");
+    let status = Command::new(workspace_root().join("scripts/synthetic-corpus"))
+        .arg(count.to_string())
+        .arg("--output")
+        .arg(&file)
+        .status()?;
+    anyhow::ensure!(status.success(), "scripts/synthetic-corpus failed");
+    Ok(file)
+}
+
 /// A name no other test (or earlier run) uses, for sessions and scratch tables.
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -368,7 +368,7 @@ impl Lifecycle {
                 let flow = flow.clone();
                 Box::pin(async move { flow.conversation().await })
             }),
-            Scenario::Health | Scenario::Context | Scenario::ContextLarge | Scenario::Query => {
+            Scenario::Health | Scenario::Context | Scenario::ContextLarge | Scenario::Query | Scenario::Embed => {
                 bail!("{} is not a lifecycle scenario", scenario.name())
             }
         })

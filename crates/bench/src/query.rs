@@ -49,6 +49,11 @@ fn questions() -> Vec<Value> {
     ]
 }
 
+/// The questions' `user_query` texts, which the `embed` scenario embeds one at a time.
+pub(super) fn user_queries() -> Vec<String> {
+    questions().iter().filter_map(|q| q["user_query"].as_str().map(str::to_owned)).collect()
+}
+
 /// The component's own timings, in microseconds.
 struct Parts {
     embedding: Histogram<u64>,
@@ -70,6 +75,8 @@ pub(super) struct Queries {
     cursor: AtomicUsize,
     parts: Mutex<Parts>,
     started: SystemTime,
+    /// How many documents the database holds, which a search's cost depends on.
+    pub(super) documents: i64,
 }
 
 impl Queries {
@@ -104,6 +111,7 @@ impl Queries {
             cursor: AtomicUsize::new(0),
             parts: Mutex::new(Parts { embedding: histogram()?, sql: histogram()? }),
             started: SystemTime::now(),
+            documents,
         });
         if let Err(e) = queries.create(&queries.questions[0]).await {
             bail!("the query scenario needs the query_vector_db tool in the application's registry ({e:#})");

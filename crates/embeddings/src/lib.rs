@@ -6,6 +6,7 @@ mod kernels;
 mod model;
 mod model_dir;
 mod pooling;
+mod rate;
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use model::Model;
 pub use model_dir::{MODEL_DIR_ENV, MODEL_FILES, locate_model_dir, spin_model_dir};
+pub use rate::{MATRIX_SHAPE, flops_for_texts, flops_per_text, matrix_rate};
 
 /// The model's name in Spin's `ai_models` and in `generate-embeddings`.
 pub const MODEL_NAME: &str = "all-minilm-l6-v2";

@@ -42,6 +42,13 @@ impl gatehouse_bench::Harness for InProcess {
         Ok(crate::db::project_home(&self.app.project_root()?))
     }
 
+    /// As the runner's `fermyon:spin/llm` host and `ingest` look for it: beside the manifest,
+    /// then at the project's root (or where `GATEHOUSE_MODEL_DIR` says).
+    fn model_dir(&self) -> Result<PathBuf> {
+        let root = self.app.project_root()?;
+        Ok(gatehouse_embeddings::locate_model_dir(None, &[&root, &self.project_home()?])?)
+    }
+
     async fn start(&self) -> Result<up::Running> {
         let up_args = UpArgs {
             app: self.app.clone(),
