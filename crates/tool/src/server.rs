@@ -139,7 +139,8 @@ async fn run<T: Tool>(tool: &T, op: Operation, request: &ToolRequest) -> Result<
         }) {
             Ok(parameters) => {
                 let summary = tool.summarize(&parameters);
-                to_value(serde_json::to_value(Validated { parameters, summary }))
+                let needs_checkpoint = tool.describe().needs_checkpoint;
+                to_value(serde_json::to_value(Validated { parameters, summary, needs_checkpoint }))
             }
             Err(fields) => Err(ToolRefusal { error: "Some of the details aren't valid.".into(), fields }),
         },
