@@ -23,23 +23,30 @@ pub struct DriveRequest {
     pub lease_owner: String,
 }
 
-/// The drive's answer only says it is over; whoever waits on it reads the call itself.
-#[derive(Debug, Clone, Serialize)]
+/// The drive's answer: it is over, and the call as the walk left it, so a confirm waiting on
+/// it (`Prefer: wait`) need not read the call again. An answer without the call (an executor
+/// of an earlier version, on another host) leaves the waiter to read it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Driven {
     pub tool_call_id: ToolCallId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<Box<ToolCall>>,
 }
 
 pub async fn drive(ctx: &Ctx, request: DriveRequest) -> Result<Outcome<Driven>, ApiError> {
     let id = &request.tool_call_id;
     let CallToDrive { call, needs_checkpoint } =
         gatehouse_store::get_call_to_drive(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
-    let mut after = Vec::new();
-    if call.status == Status::Executing {
+    let (call, after) = if call.status == Status::Executing {
         let tool = ctx.config().tool(&call.function_name, &call.component)?;
         let mut policy = Executor { ctx: ctx.clone(), tool, needs_checkpoint };
-        after = flow::walk(ctx, call, &request.lease_owner, &mut policy).await?.after;
-    }
-    Ok(Outcome::new(Driven { tool_call_id: id.clone() }).then(After::run_all(ctx.clone(), after)))
+        let walked = flow::walk(ctx, call, &request.lease_owner, &mut policy).await?;
+        (walked.call, walked.after)
+    } else {
+        (call, Vec::new())
+    };
+    let driven = Driven { tool_call_id: id.clone(), call: Some(Box::new(call)) };
+    Ok(Outcome::new(driven).then(After::run_all(ctx.clone(), after)))
 }
 
 /// The relay's answer to the progress callback before the first operation, `next`: advisory,
@@ -98,6 +105,12 @@ impl Policy for Executor {
 mod tests {
     use super::*;
     use crate::flow::answered;
+
+    #[test]
+    fn an_answer_without_the_call_leaves_the_waiter_to_read_it() {
+        let earlier: Result<Driven, _> = serde_json::from_str(r#"{"tool_call_id": "tc_0123456789ab"}"#);
+        assert!(earlier.is_ok_and(|driven| driven.call.is_none()), "an executor that does not send the call");
+    }
 
     #[test]
     fn the_progress_callback_is_advisory() {
