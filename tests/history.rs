@@ -309,3 +309,42 @@ async fn one_trace_id_follows_the_conversation() -> Result<()> {
     }
     Ok(())
 }
+
+/// History rows (and the other writes migration V12 lists) commit without waiting for the
+/// disk, through `asynchronous_commit()`: the setting must hold for that statement's own
+/// transaction and nothing after it, since the runner and Spin hand the connection to the next
+/// request.
+#[tokio::test]
+async fn asynchronous_commit_leaves_nothing_on_the_connection() -> Result<()> {
+    let scratch = ScratchDatabase::create("async_commit").await?;
+    let db = scratch.connect().await?;
+    let setting = |row: tokio_postgres::Row| row.get::<_, String>(0);
+    assert_eq!(setting(db.query_one("SHOW synchronous_commit", &[]).await?), "on");
+    let within: String = db
+        .query_one("SELECT current_setting('synchronous_commit') FROM (SELECT 1) one WHERE asynchronous_commit()", &[])
+        .await?
+        .get(0);
+    assert_eq!(within, "off", "the statement that asks for it commits asynchronously");
+    assert_eq!(setting(db.query_one("SHOW synchronous_commit", &[]).await?), "on", "and only that statement");
+
+    // The statement that writes a history row, as the contract server sends it.
+    db.execute(
+        include_str!("../crates/store/src/sql/history/record.sql"),
+        &[
+            &TOOL,
+            &"fixture-tool",
+            &Some("1.0.0"),
+            &"validate",
+            &None::<String>,
+            &1_700_000_000.0_f64,
+            &0.5_f64,
+            &"ok",
+            &None::<String>,
+            &None::<String>,
+        ],
+    )
+    .await?;
+    assert_eq!(executions_reaching(&db, 1).await?, 1);
+    assert_eq!(setting(db.query_one("SHOW synchronous_commit", &[]).await?), "on");
+    Ok(())
+}

@@ -336,6 +336,19 @@ async fn executions(url: &str, id: &str) -> Result<Vec<String>> {
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
+/// A call's history rows once there are `expected` of them: through the lifecycle each row is
+/// written by the tool after it answers, so it may land just after the call's own answer.
+async fn executions_reaching(url: &str, id: &str, expected: usize) -> Result<Vec<String>> {
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        let rows = executions(url, id).await?;
+        if rows.len() >= expected || std::time::Instant::now() > deadline {
+            return Ok(rows);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 async fn call_status(url: &str, session: &str) -> Result<Vec<(String, Value)>> {
     let db = gatehouse_tests::connect(url).await?;
     let rows = db
@@ -395,6 +408,53 @@ async fn the_direct_flow_queries_stores_and_completes() -> Result<()> {
     let history: Vec<&str> = calls[0].1.as_array().into_iter().flatten().filter_map(|e| e["status"].as_str()).collect();
     assert_eq!(history, ["PENDING", "EXECUTING", "COMPLETED"]);
     assert_eq!(executions(&url, &id).await?, ["execute:ok"], "the in-process search is in the tool's history");
+    Ok(())
+}
+
+/// Through the lifecycle, a search has no checkpoint: the executor goes from EXECUTING to the
+/// search without asking the tool to prepare (no `prepare` row in its history), and still
+/// records the point of no return first. A relay that cancels at the progress callback stops
+/// it before the search: CANCELLED, nothing stored, and the search it stopped is recorded as
+/// cancelled.
+#[tokio::test]
+async fn the_lifecycle_searches_without_a_prepare_step_and_a_cancel_before_it_holds() -> Result<()> {
+    let (app, url) = vector::start(&[]).await?;
+    let relay = Relay::start().await?;
+    let parameters = json!({"user_query": "late deliveries of routers", "structured_query": {"top_k": 3}});
+
+    let session = unique("no-prepare");
+    let completed = query(&app, &session, parameters.clone(), Some(&relay.url)).await?;
+    let id = completed["tool_call_id"].as_str().context("no id")?.to_owned();
+    assert_eq!(completed["prepared_at"], Value::Null, "{completed}");
+    assert!(completed["side_effect_started_at"].is_string(), "the point of no return is recorded: {completed}");
+    assert_eq!(executions_reaching(&url, &id, 1).await?, ["execute:ok"]);
+    let callbacks = relay.wait_for(&id, "completion", SETTLE).await?;
+    assert_eq!(callbacks.body["status"], "COMPLETED");
+    let cancel = app.send(Method::DELETE, &format!("/voice-tools/cancel/{id}"), None).await?;
+    assert_eq!(cancel.status, 409, "a completed search cannot be cancelled: {}", cancel.body);
+
+    relay.set_progress_reply(ProgressReply::Cancel);
+    let session = unique("cancelled-before-search");
+    let created = app
+        .send(
+            Method::POST,
+            "/voice-tools/pending",
+            Some(json!({"session_id": session, "function_name": "query_vector_db", "parameters": parameters,
+                        "callback_url": relay.url})),
+        )
+        .await?;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["tool_call_id"].as_str().context("no id")?.to_owned();
+    let confirmed =
+        app.send_with(Method::POST, &format!("/voice-tools/confirm/{id}"), None, &[("prefer", "wait=20")]).await?;
+    assert_eq!(confirmed.body["status"], "CANCELLED", "{}", confirmed.body);
+    assert_eq!(confirmed.body["result"], Value::Null);
+    assert_eq!(confirmed.body["side_effect_started_at"], Value::Null);
+    let completion = relay.wait_for(&id, "completion", SETTLE).await?;
+    assert_eq!(completion.body["status"], "CANCELLED");
+    assert_ne!(completion.body["context_available"], true);
+    assert_eq!(stored_context(&url, &session).await?, 0);
+    assert_eq!(executions_reaching(&url, &id, 1).await?, ["execute:cancelled"]);
     Ok(())
 }
 

@@ -450,6 +450,8 @@ impl Lifecycle {
                     literal(&"0".repeat(64)),
                     literal(&"0".repeat(32)),
                     "600".into(),
+                    // needs_checkpoint, as the fixture tool's validate answers
+                    "true".into(),
                 ],
             ),
             Statement::Modify => (

@@ -125,6 +125,15 @@ fn first_attempt() -> u32 {
 pub struct Validated {
     pub parameters: Map<String, Value>,
     pub summary: String,
+    /// The tool's [`ToolDescription::needs_checkpoint`], recorded with the call so the executor
+    /// knows, without asking the tool again, whether `prepare` has anything to do. A tool host
+    /// that does not say is taken to need one: its calls keep the full walk.
+    #[serde(default = "needs_checkpoint_unless_told")]
+    pub needs_checkpoint: bool,
+}
+
+fn needs_checkpoint_unless_told() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_platform::Method;
-use gatehouse_store::Transition;
+use gatehouse_store::{ToolCall, Transition};
 use serde::Deserialize;
 
 use crate::cancel::{CancelRequest, cancel_as};
-use crate::drive::DriveRequest;
+use crate::drive::{DriveRequest, Driven};
 use crate::rejection::{self, Action};
 use crate::{Brief, Ctx, Outcome, Progress};
 
@@ -96,16 +96,24 @@ async fn start(
         Progress::Running(Brief { tool_call_id: id.clone(), status: Status::Executing, message: message.to_owned() });
     let work = hand_to_executor(ctx.clone(), drive, trace_id, lease_seconds);
     let Some(wait) = wait else {
-        return Ok(Outcome::new(running).then(work));
+        return Ok(Outcome::new(running).then(async move {
+            work.await;
+        }));
     };
     ctx.release();
     let mut work = Box::pin(work);
-    let finished = gatehouse_platform::within(wait, work.as_mut()).await.is_some();
-    // The transition has committed and the executor has the call: whatever reading it again
-    // gives, the answer must not say that nothing happened. If it cannot be read (the database
-    // went away meanwhile), the truthful answer is the 202 the transition earned, and the
-    // hand-off goes on.
-    let reread = ctx.db().and_then(|db| Ok(gatehouse_store::get_call(&db, id)?));
+    let driven = gatehouse_platform::within(wait, work.as_mut()).await;
+    let finished = driven.is_some();
+    // The executor answers with the call as its walk left it. A call it left EXECUTING (a
+    // crashed tool whose lease it gave back, say) may have moved on since: that one is read.
+    // The transition has committed and the executor has the call: whatever reading it gives,
+    // the answer must not say that nothing happened. If it cannot be read (the database went
+    // away meanwhile), the truthful answer is the 202 the transition earned, and the hand-off
+    // goes on.
+    let reread = match driven.flatten().filter(|call| call.status != Status::Executing) {
+        Some(call) => Ok(Some(*call)),
+        None => ctx.db().and_then(|db| Ok(gatehouse_store::get_call(&db, id)?)),
+    };
     let answer = match reread {
         Ok(Some(call)) if call.status != Status::Executing => Progress::Reached(Box::new(call)),
         Ok(_) => running,
@@ -115,25 +123,46 @@ async fn start(
         }
     };
     let outcome = Outcome::new(answer).waited(Some(wait));
-    Ok(if finished { outcome } else { outcome.then(work) })
+    Ok(if finished {
+        outcome
+    } else {
+        outcome.then(async move {
+            work.await;
+        })
+    })
 }
 
 /// Asks the executor to drive the call, and waits for it so the work outlives this request
-/// even if the caller hung up. The executor answers once the call has settled or paused. It
-/// works in the call's trace, so a re-drive by the sweeper is found under the same trace.
-pub(crate) async fn hand_to_executor(ctx: Ctx, request: DriveRequest, trace_id: Option<String>, lease_seconds: f64) {
+/// even if the caller hung up. The executor answers once the call has settled or paused, with
+/// the call as it left it (`None` when it did not say, or could not be reached). It works in
+/// the call's trace, so a re-drive by the sweeper is found under the same trace.
+pub(crate) async fn hand_to_executor(
+    ctx: Ctx,
+    request: DriveRequest,
+    trace_id: Option<String>,
+    lease_seconds: f64,
+) -> Option<Box<ToolCall>> {
     ctx.release();
     let url = match ctx.config().executor_drive_url() {
         Ok(url) => url,
-        Err(e) => return gatehouse_platform::log_error(&e),
+        Err(e) => {
+            gatehouse_platform::log_error(&e);
+            return None;
+        }
     };
     let body = match serde_json::to_vec(&request) {
         Ok(body) => body,
-        Err(e) => return gatehouse_platform::log_line("error", &format!("encoding a drive request: {e}")),
+        Err(e) => {
+            gatehouse_platform::log_line("error", &format!("encoding a drive request: {e}"));
+            return None;
+        }
     };
     let signature = match gatehouse_platform::service_signature(&Method::Post, &url, &body) {
         Ok(signature) => signature,
-        Err(e) => return gatehouse_platform::log_error(&e),
+        Err(e) => {
+            gatehouse_platform::log_error(&e);
+            return None;
+        }
     };
     let timeout = Duration::from_secs_f64(lease_seconds.max(1.0));
     let traceparent = gatehouse_platform::traceparent(&trace_id.unwrap_or_else(gatehouse_platform::trace_id));
@@ -143,14 +172,16 @@ pub(crate) async fn hand_to_executor(ctx: Ctx, request: DriveRequest, trace_id: 
     }
     let outcome = gatehouse_platform::send(Method::Post, &url, &headers, body, timeout).await;
     match outcome {
-        Ok(answer) if answer.is_success() => {}
+        Ok(answer) if answer.is_success() => serde_json::from_slice::<Driven>(&answer.body).ok().and_then(|d| d.call),
         // The lease runs out and the sweeper takes the call up again: nothing is lost.
-        Ok(answer) => gatehouse_platform::log_line(
-            "warn",
-            &format!("the executor answered HTTP {} for {}", answer.status, request.tool_call_id),
-        ),
+        Ok(answer) => {
+            let problem = format!("the executor answered HTTP {} for {}", answer.status, request.tool_call_id);
+            gatehouse_platform::log_line("warn", &problem);
+            None
+        }
         Err(e) => {
-            gatehouse_platform::log_line("warn", &format!("handing {} to the executor: {e}", request.tool_call_id))
+            gatehouse_platform::log_line("warn", &format!("handing {} to the executor: {e}", request.tool_call_id));
+            None
         }
     }
 }

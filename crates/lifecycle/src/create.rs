@@ -88,6 +88,7 @@ pub async fn create(
         request_fingerprint: &fingerprint,
         trace_id,
         ttl_seconds: config.pending_ttl_seconds()?,
+        needs_checkpoint: validated.needs_checkpoint,
     };
     // A concurrent create with the same key may not be visible yet to this statement; the
     // second try sees it.

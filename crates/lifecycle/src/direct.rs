@@ -133,6 +133,7 @@ fn record<T: Tool>(
         request_fingerprint: "",
         trace_id,
         ttl_seconds: config.pending_ttl_seconds()?,
+        needs_checkpoint: tool.describe().needs_checkpoint,
     };
     let db = ctx.db()?;
     if !matches!(gatehouse_store::insert_call(&db, &new_call)?, Created::New(_)) {

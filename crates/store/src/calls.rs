@@ -80,6 +80,16 @@ pub struct NewCall<'a> {
     pub request_fingerprint: &'a str,
     pub trace_id: &'a str,
     pub ttl_seconds: f64,
+    /// Whether the tool stops at a checkpoint, as its `validate` (or its description) said.
+    pub needs_checkpoint: bool,
+}
+
+/// A call as the executor reads it before driving it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CallToDrive {
+    pub call: ToolCall,
+    /// Whether its tool stops at a checkpoint; without one, `prepare` has nothing to do.
+    pub needs_checkpoint: bool,
 }
 
 /// What a create did.
@@ -119,6 +129,7 @@ pub struct ExpiredCall {
 
 const INSERT: &str = include_str!("sql/calls/insert.sql");
 const GET: &str = include_str!("sql/calls/get.sql");
+const GET_TO_DRIVE: &str = include_str!("sql/calls/get_to_drive.sql");
 const MODIFY: &str = include_str!("sql/calls/modify.sql");
 const CONFIRM: &str = include_str!("sql/calls/confirm.sql");
 const RESUME: &str = include_str!("sql/calls/resume.sql");
@@ -139,6 +150,7 @@ const REPORTED: &str = include_str!("sql/calls/reported.sql");
 pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("sql/calls/insert.sql", INSERT),
     ("sql/calls/get.sql", GET),
+    ("sql/calls/get_to_drive.sql", GET_TO_DRIVE),
     ("sql/calls/modify.sql", MODIFY),
     ("sql/calls/confirm.sql", CONFIRM),
     ("sql/calls/resume.sql", RESUME),
@@ -202,6 +214,7 @@ pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, Store
             text(call.request_fingerprint),
             text(call.trace_id),
             ParameterValue::Floating64(call.ttl_seconds),
+            ParameterValue::Boolean(call.needs_checkpoint),
         ],
     )?;
     #[derive(Deserialize)]
@@ -222,6 +235,10 @@ pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, Store
 
 pub fn get_call(db: &Connection, tool_call_id: &ToolCallId) -> Result<Option<ToolCall>, StoreError> {
     optional(db, GET, &[id(tool_call_id)])
+}
+
+pub fn get_call_to_drive(db: &Connection, tool_call_id: &ToolCallId) -> Result<Option<CallToDrive>, StoreError> {
+    optional(db, GET_TO_DRIVE, &[id(tool_call_id)])
 }
 
 pub fn modify_call(

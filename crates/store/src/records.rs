@@ -17,10 +17,11 @@ pub struct CallbackAttempt<'a> {
     pub duration_ms: f64,
 }
 
+/// An audit row: it commits without waiting for the disk (`asynchronous_commit()`, migration V12).
 pub fn record_callback_attempt(db: &Connection, row: &CallbackAttempt<'_>) -> Result<(), StoreError> {
     db.execute(
         "INSERT INTO callback_attempts (tool_call_id, kind, url, attempt, status_code, error, duration_ms)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+         SELECT $1, $2, $3, $4, $5, $6, $7 WHERE asynchronous_commit()",
         &[
             ParameterValue::Str(row.tool_call_id.to_owned()),
             ParameterValue::Str(row.kind.to_owned()),
@@ -48,7 +49,9 @@ pub fn session_context_get(db: &Connection, session_id: &str, key: &str) -> Resu
     )
 }
 
-/// Stores (or replaces) a session context value for `ttl_seconds`.
+/// Stores (or replaces) a session context value for `ttl_seconds`. For a tool's `execute`: it
+/// commits without waiting for the disk (`asynchronous_commit()`, migration V12), since the
+/// call's completion, committed after it, puts it on disk first.
 pub fn session_context_put(
     db: &Connection,
     session_id: &str,
@@ -59,7 +62,7 @@ pub fn session_context_put(
     let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Unexpected(format!("encoding context: {e}")))?;
     db.execute(
         "INSERT INTO session_context (session_id, context_key, context_value, created_at, expires_at)
-         VALUES ($1, $2, $3, now(), now() + make_interval(secs => $4::float8))
+         SELECT $1, $2, $3, now(), now() + make_interval(secs => $4::float8) WHERE asynchronous_commit()
          ON CONFLICT (session_id, context_key) DO UPDATE
             SET context_value = EXCLUDED.context_value, created_at = EXCLUDED.created_at,
                 expires_at = EXCLUDED.expires_at",

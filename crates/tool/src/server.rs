@@ -96,8 +96,12 @@ pub fn describe_as<T: Tool>(tool: &T, component: Component) -> ToolDescription {
 
 /// Who writes a row for work this component does itself.
 pub fn identity<T: Tool>(tool: &T, component: Component) -> ToolIdentity {
+    identity_of(&tool.describe(), component)
+}
+
+fn identity_of(description: &ToolDescription, component: Component) -> ToolIdentity {
     ToolIdentity {
-        tool: tool.describe().name,
+        tool: description.name.clone(),
         component: component.name.to_owned(),
         version: Some(component.version.to_owned()),
     }
@@ -114,9 +118,11 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
     gatehouse_http::require_method(&req, gatehouse_http::Method::Post)?;
     let request: ToolRequest = gatehouse_http::read_json(&req)?;
 
-    let identity = ToolIdentity { component: component_id(&req, component), ..identity(tool, component) };
+    // Described once per request: a description carries the whole parameters schema.
+    let description = tool.describe();
+    let identity = ToolIdentity { component: component_id(&req, component), ..identity_of(&description, component) };
     let execution = Execution::begin(identity, op, request.tool_call_id.as_ref(), request.trace_id.as_deref());
-    let (response, finished) = match run(tool, op, &request).await {
+    let (response, finished) = match run(tool, &description, op, &request).await {
         Ok(body) => (gatehouse_http::json_response(200, &body), execution.end(Outcome::Ok, None)),
         Err(refusal) => {
             let outcome = if op == Operation::Validate { Outcome::Rejected } else { Outcome::Failed };
@@ -127,19 +133,25 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
     Ok(Reply::from(response).then(async move { finished.write() }))
 }
 
-async fn run<T: Tool>(tool: &T, op: Operation, request: &ToolRequest) -> Result<Value, ToolRefusal> {
+async fn run<T: Tool>(
+    tool: &T,
+    description: &ToolDescription,
+    op: Operation,
+    request: &ToolRequest,
+) -> Result<Value, ToolRefusal> {
     let failed = |f: ToolFailure| ToolRefusal { error: f.message, fields: Vec::new() };
     let to_value =
         |v: Result<Value, serde_json::Error>| v.map_err(|e| ToolRefusal { error: e.to_string(), fields: vec![] });
     match op {
-        Operation::Describe => to_value(serde_json::to_value(tool.describe())),
+        Operation::Describe => to_value(serde_json::to_value(description)),
         Operation::Validate => match tool.validate(request.parameters.clone()).and_then(|parameters| {
             let problems = tool.check_references(&parameters, request.session_id.as_ref());
             if problems.is_empty() { Ok(parameters) } else { Err(problems) }
         }) {
             Ok(parameters) => {
                 let summary = tool.summarize(&parameters);
-                to_value(serde_json::to_value(Validated { parameters, summary }))
+                let needs_checkpoint = description.needs_checkpoint;
+                to_value(serde_json::to_value(Validated { parameters, summary, needs_checkpoint }))
             }
             Err(fields) => Err(ToolRefusal { error: "Some of the details aren't valid.".into(), fields }),
         },

@@ -1,12 +1,13 @@
 -- Create a PENDING call, or find the first call made with the same Idempotency-Key.
 -- $1 id, $2 session, $3 connection, $4 intent, $5 function_name, $6 tool, $7 parameters,
--- $8 summary, $9 callback_url, $10 idempotency_key, $11 fingerprint, $12 trace_id, $13 ttl s.
+-- $8 summary, $9 callback_url, $10 idempotency_key, $11 fingerprint, $12 trace_id, $13 ttl s,
+-- $14 whether the tool stops at a checkpoint.
 -- The 201 body is built here, with the database's deadline, and stored for retries.
 WITH inserted AS (
     INSERT INTO tool_calls (tool_call_id, session_id, connection_id, intent_id, function_name, tool,
                             parameters, summary, callback_url, idempotency_key, request_fingerprint,
-                            trace_id, status, status_history, expires_at, create_response)
-    SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, 'PENDING',
+                            trace_id, needs_checkpoint, status, status_history, expires_at, create_response)
+    SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $14, 'PENDING',
            jsonb_build_array(status_entry('PENDING', NULL, 'relay')), deadline,
            jsonb_build_object(
                'tool_call_id', $1::text, 'status', 'PENDING', 'function_name', $5::text,
