@@ -53,7 +53,6 @@ impl Summary {
         self.written.inserted += written.inserted;
         self.written.updated += written.updated;
         self.written.unchanged += written.unchanged;
-        self.embedded += written.embedded;
     }
 
     fn documents(&self) -> u64 {
@@ -148,15 +147,17 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
             // The model embeds this batch while the database writes the one before, so
             // neither waits for the other.
             let lines = std::mem::take(&mut batch_lines);
-            let (written, embedded) =
-                tokio::join!(write(&store, ready.take(), &mut progress), embed(&store, &embedder, &mut batch, lines));
-            summary.add(written?);
+            let (written, embedded) = tokio::join!(
+                write(&store, ready.take(), &mut summary, &mut progress),
+                embed(&store, &embedder, &mut batch, lines)
+            );
+            written?;
             ready = Some(embedded?);
         }
     }
     let last = embed(&store, &embedder, &mut batch, batch_lines).await;
-    summary.add(write(&store, ready.take(), &mut progress).await?);
-    summary.add(write(&store, Some(last?), &mut progress).await?);
+    write(&store, ready.take(), &mut summary, &mut progress).await?;
+    write(&store, Some(last?), &mut summary, &mut progress).await?;
     progress.finish();
     summary.elapsed = started.elapsed();
     drop(store);
@@ -169,7 +170,6 @@ struct Embedded {
     documents: Vec<Document>,
     /// `None` where the document is stored already with this very content.
     embeddings: Vec<Option<String>>,
-    embedded: u64,
     /// The file's lines the batch came from, blank and refused ones included (for progress).
     lines: u64,
 }
@@ -198,20 +198,24 @@ async fn embed(
     for (&i, vector) in stale.iter().zip(&vectors) {
         embeddings[i] = Some(vector_literal(vector));
     }
-    Ok(Embedded { documents, embeddings, embedded: vectors.len() as u64, lines })
+    Ok(Embedded { documents, embeddings, lines })
 }
 
-/// Writes an embedded batch (nothing if there is none) and moves the progress on.
-async fn write(store: &DocumentStore, ready: Option<Embedded>, progress: &mut Progress) -> Result<Written> {
-    let Some(ready) = ready else { return Ok(Written::default()) };
-    let mut written = if ready.documents.is_empty() {
-        Written::default()
-    } else {
-        store.write(&ready.documents, &ready.embeddings).await?
-    };
-    written.embedded = ready.embedded;
+/// Writes an embedded batch (nothing if there is none), counts it in the summary, and moves
+/// the progress on.
+async fn write(
+    store: &DocumentStore,
+    ready: Option<Embedded>,
+    summary: &mut Summary,
+    progress: &mut Progress,
+) -> Result<()> {
+    let Some(ready) = ready else { return Ok(()) };
+    if !ready.documents.is_empty() {
+        summary.add(store.write(&ready.documents, &ready.embeddings).await?);
+    }
+    summary.embedded += ready.embeddings.iter().flatten().count() as u64;
     progress.advance(ready.lines);
-    Ok(written)
+    Ok(())
 }
 
 /// Lines in the file, for the progress bar's length and ETA.

@@ -37,8 +37,6 @@ pub(super) struct Written {
     pub(crate) inserted: u64,
     pub(crate) updated: u64,
     pub(crate) unchanged: u64,
-    /// Of those, the documents whose vectors were computed (new or changed content).
-    pub(crate) embedded: u64,
 }
 
 pub(super) struct DocumentStore {
@@ -76,7 +74,7 @@ impl DocumentStore {
             .context("writing documents")?;
         let inserted = rows.iter().filter(|row| row.get::<_, bool>(0)).count() as u64;
         let updated = rows.len() as u64 - inserted;
-        Ok(Written { inserted, updated, unchanged: documents.len() as u64 - inserted - updated, embedded: 0 })
+        Ok(Written { inserted, updated, unchanged: documents.len() as u64 - inserted - updated })
     }
 }
 
