@@ -6,7 +6,7 @@ use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_store::{CallCursor, CallFilter};
 use serde_json::Value;
 
-use crate::tools::{invalid, page_limit};
+use crate::tools::{invalid, one_of, page_limit};
 use crate::{Ctx, rejection};
 
 /// How many calls a page holds unless the client says otherwise, and at most.
@@ -34,13 +34,8 @@ pub fn list_calls(ctx: &Ctx, query: &CallsQuery) -> Result<Value, ApiError> {
         let problem = if name.is_empty() { "must not be empty" } else { "is longer than any tool's name" };
         return Err(invalid("function_name", problem));
     }
-    let status = match query.status.as_deref() {
-        None => None,
-        Some(text) => Some(text.parse::<Status>().map_err(|_| {
-            let known: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
-            invalid("status", &format!("must be one of: {}", known.join(", ")))
-        })?),
-    };
+    let status =
+        query.status.as_deref().map(|text| one_of("status", text, &Status::ALL, Status::as_str)).transpose()?;
     let after = match query.cursor.as_deref() {
         None => None,
         Some(text) => {

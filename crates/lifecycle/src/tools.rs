@@ -68,13 +68,8 @@ pub struct ExecutionsQuery {
 pub fn tool_executions(ctx: &Ctx, name: &str, query: &ExecutionsQuery) -> Result<Value, ApiError> {
     let tool = registered(ctx, name)?;
     let limit = page_limit(query.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
-    let outcome = match query.outcome.as_deref() {
-        None => None,
-        Some(text) => Some(Outcome::parse(text).ok_or_else(|| {
-            let known: Vec<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
-            invalid("outcome", &format!("must be one of: {}", known.join(", ")))
-        })?),
-    };
+    let outcome =
+        query.outcome.as_deref().map(|text| one_of("outcome", text, &Outcome::ALL, Outcome::as_str)).transpose()?;
     if let Some(since) = query.since.as_deref().filter(|s| !gatehouse_domain::is_rfc3339(s)) {
         return Err(invalid("since", &format!("{since:?} is not an RFC 3339 timestamp such as 2026-11-22T09:30:00Z")));
     }
@@ -133,6 +128,20 @@ pub(crate) fn page_limit(raw: Option<&str>, default: u32, max: u32) -> Result<u3
             .filter(|n| (1..=max).contains(n))
             .ok_or_else(|| invalid("limit", &format!("must be a whole number from 1 to {max}"))),
     }
+}
+
+/// A query parameter that must be one of `values`, spelt exactly as `name` spells them;
+/// otherwise its problem lists them.
+pub(crate) fn one_of<T: Copy>(
+    field: &str,
+    text: &str,
+    values: &[T],
+    name: fn(T) -> &'static str,
+) -> Result<T, ApiError> {
+    values.iter().copied().find(|&value| name(value) == text).ok_or_else(|| {
+        let known: Vec<&str> = values.iter().map(|&value| name(value)).collect();
+        invalid(field, &format!("must be one of: {}", known.join(", ")))
+    })
 }
 
 /// A query parameter that is not valid: 400 `invalid_input` naming it in `fields`.

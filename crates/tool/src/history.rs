@@ -35,10 +35,6 @@ impl Outcome {
             Outcome::Cancelled => "cancelled",
         }
     }
-
-    pub fn parse(text: &str) -> Option<Outcome> {
-        Outcome::ALL.into_iter().find(|outcome| outcome.as_str() == text)
-    }
 }
 
 /// Which tool did the work. The version is the component crate's own; `None` when someone
