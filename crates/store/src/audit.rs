@@ -7,7 +7,7 @@ use serde_json::Value;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
-use crate::rows::optional;
+use crate::rows::{optional, optional_text};
 
 pub(crate) const CALLS: &str = include_str!("sql/audit/calls.sql");
 pub(crate) const CALLBACKS: &str = include_str!("sql/audit/callbacks.sql");
@@ -43,10 +43,6 @@ pub struct CallFilter<'a> {
     pub limit: u32,
 }
 
-fn text(value: Option<&str>) -> ParameterValue {
-    value.map_or(ParameterValue::DbNull, |v| ParameterValue::Str(v.to_owned()))
-}
-
 /// `{calls: [...], next_cursor}`: newest first; `next_cursor` is null on the last page.
 pub fn list_calls(db: &Connection, filter: &CallFilter<'_>) -> Result<Value, StoreError> {
     let cursor = filter.after.as_ref();
@@ -54,9 +50,9 @@ pub fn list_calls(db: &Connection, filter: &CallFilter<'_>) -> Result<Value, Sto
         db,
         CALLS,
         &[
-            text(filter.session_id),
-            text(filter.function_name),
-            text(filter.status),
+            optional_text(filter.session_id),
+            optional_text(filter.function_name),
+            optional_text(filter.status),
             cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Int64(c.created_at_micros)),
             cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Str(c.tool_call_id.to_string())),
             ParameterValue::Int64(i64::from(filter.limit)),

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
-use crate::rows::{decode, one_row, optional};
+use crate::rows::{decode, one_row, optional, optional_text, text};
 
 /// A call as the routes report it (the SQL function `tool_call_json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -166,14 +166,6 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("sql/calls/claim_owed_reports.sql", CLAIM_OWED_REPORTS),
     ("sql/calls/reported.sql", REPORTED),
 ];
-
-fn text(value: &str) -> ParameterValue {
-    ParameterValue::Str(value.to_owned())
-}
-
-fn optional_text(value: Option<&str>) -> ParameterValue {
-    value.map_or(ParameterValue::DbNull, text)
-}
 
 fn json(value: &impl Serialize) -> Result<ParameterValue, StoreError> {
     serde_json::to_vec(value)

@@ -5,7 +5,7 @@ use serde_json::Value;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
-use crate::rows::optional;
+use crate::rows::{optional, optional_text};
 
 const RECORD: &str = include_str!("sql/history/record.sql");
 const PAGE: &str = include_str!("sql/history/page.sql");
@@ -29,24 +29,20 @@ pub struct ToolExecution<'a> {
     pub trace_id: Option<&'a str>,
 }
 
-fn text(value: Option<&str>) -> ParameterValue {
-    value.map_or(ParameterValue::DbNull, |v| ParameterValue::Str(v.to_owned()))
-}
-
 pub fn record_tool_execution(db: &Connection, row: &ToolExecution<'_>) -> Result<(), StoreError> {
     db.execute(
         RECORD,
         &[
             ParameterValue::Str(row.tool.to_owned()),
             ParameterValue::Str(row.component.to_owned()),
-            text(row.component_version),
+            optional_text(row.component_version),
             ParameterValue::Str(row.operation.to_owned()),
-            text(row.tool_call_id),
+            optional_text(row.tool_call_id),
             ParameterValue::Floating64(row.started_at),
             ParameterValue::Floating64(row.duration_ms),
             ParameterValue::Str(row.outcome.to_owned()),
-            text(row.error),
-            text(row.trace_id),
+            optional_text(row.error),
+            optional_text(row.trace_id),
         ],
     )?;
     Ok(())
@@ -86,8 +82,8 @@ pub fn tool_executions(db: &Connection, filter: &ExecutionFilter<'_>) -> Result<
         PAGE,
         &[
             ParameterValue::Str(filter.tool.to_owned()),
-            text(filter.outcome),
-            text(filter.since),
+            optional_text(filter.outcome),
+            optional_text(filter.since),
             cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Int64(c.started_at_micros)),
             cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Int64(c.execution_id)),
             ParameterValue::Int64(i64::from(filter.limit)),

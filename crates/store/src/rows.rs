@@ -19,6 +19,16 @@ use spin_sdk::pg4::{Connection, DbValue, ParameterValue};
 
 use crate::StoreError;
 
+/// A text parameter.
+pub(crate) fn text(value: &str) -> ParameterValue {
+    ParameterValue::Str(value.to_owned())
+}
+
+/// A text parameter, SQL NULL for `None`.
+pub(crate) fn optional_text(value: Option<&str>) -> ParameterValue {
+    value.map_or(ParameterValue::DbNull, text)
+}
+
 /// A jsonb value, or `None` for SQL NULL.
 pub(crate) fn decode<T: DeserializeOwned>(value: &DbValue) -> Result<Option<T>, StoreError> {
     match value {
