@@ -10,7 +10,7 @@ use crate::kernels::{Mat, MatMut, Threads, matmul};
 /// all-MiniLM-L6-v2's shape (its config.json): encoder layers, hidden width H and
 /// feed-forward width I. Its 12 heads split H without changing the work.
 const LAYERS: f64 = 6.0;
-const HIDDEN: f64 = 384.0;
+const HIDDEN: f64 = crate::DIMENSIONS as f64;
 const INTERMEDIATE: f64 = 1536.0;
 
 /// Texts per forward pass and tokens of a typical text of the synthetic corpus: the matrix
