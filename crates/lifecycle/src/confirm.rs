@@ -96,9 +96,7 @@ async fn start(
         Progress::Running(Brief { tool_call_id: id.clone(), status: Status::Executing, message: message.to_owned() });
     let work = hand_to_executor(ctx.clone(), drive, trace_id, lease_seconds);
     let Some(wait) = wait else {
-        return Ok(Outcome::new(running).then(async move {
-            work.await;
-        }));
+        return Ok(Outcome::new(running).then(work));
     };
     ctx.release();
     let mut work = Box::pin(work);
@@ -123,13 +121,7 @@ async fn start(
         }
     };
     let outcome = Outcome::new(answer).waited(Some(wait));
-    Ok(if finished {
-        outcome
-    } else {
-        outcome.then(async move {
-            work.await;
-        })
-    })
+    Ok(if finished { outcome } else { outcome.then(work) })
 }
 
 /// Asks the executor to drive the call, and waits for it so the work outlives this request

@@ -31,8 +31,11 @@ impl<T> Outcome<T> {
         Outcome { answer: change(self.answer), waited: self.waited, follow_up: self.follow_up }
     }
 
-    pub(crate) fn then(mut self, work: impl Future<Output = ()> + 'static) -> Outcome<T> {
-        self.follow_up = Some(Box::pin(work));
+    /// Work to do after the answer; whatever it yields is not needed by then.
+    pub(crate) fn then<R>(mut self, work: impl Future<Output = R> + 'static) -> Outcome<T> {
+        self.follow_up = Some(Box::pin(async move {
+            work.await;
+        }));
         self
     }
 
