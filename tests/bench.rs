@@ -11,11 +11,11 @@ use gatehouse_tests::{gatehouse_bin, shared_state_dir, synthetic_corpus, workspa
 /// embed in a second or two.
 const DOCUMENTS: usize = 64;
 
-/// The number after `label` in `text` (its first occurrence), without a trailing `%`, `,`
-/// or `;`.
+/// The number after `label` in `text` (its first occurrence), without a trailing `%`, `,`,
+/// `;` or `)`.
 fn number_after(text: &str, label: &str) -> Result<f64> {
     let rest = &text[text.find(label).with_context(|| format!("no {label:?} in:\n{text}"))? + label.len()..];
-    let word = rest.split_whitespace().next().unwrap_or_default().trim_end_matches([',', ';', '%']);
+    let word = rest.split_whitespace().next().unwrap_or_default().trim_end_matches([',', ';', '%', ')']);
     word.parse().with_context(|| format!("{label:?} is followed by {word:?}"))
 }
 
@@ -51,7 +51,18 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
 
     let embed = printed.lines().skip_while(|l| !l.starts_with("embed:")).take(4).collect::<Vec<_>>().join("\n");
     ensure!(number_after(&embed, "\n  documents")? == DOCUMENTS as f64, "{embed}");
-    for label in ["tokens", "seconds", "docs/s", "tokens/s", "model GFLOP/s", "matrix GFLOP/s", "share", "p50", "p99"] {
+    for label in [
+        "tokens",
+        "seconds",
+        "docs/s",
+        "tokens/s",
+        "model GFLOP/s",
+        "matrix GFLOP/s",
+        "side by side (",
+        "share",
+        "p50",
+        "p99",
+    ] {
         let value = number_after(&embed, label)?;
         ensure!(value > 0.0 && value.is_finite(), "{label} is {value} in:\n{embed}");
     }
