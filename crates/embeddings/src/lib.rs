@@ -26,9 +26,10 @@ pub const DIMENSIONS: usize = 384;
 /// 128, which is not what sentence-transformers uses).
 pub const MAX_TOKENS: usize = 256;
 /// Most tokens in one forward pass, which runs on one core: enough rows for the matrix products
-/// to run at full rate, few enough that a pass's buffers (about 12 KB a token) stay near the
-/// core's caches (measured over 512 to 4,096: 1,024 was fastest).
-const TOKENS_PER_PASS: usize = 1024;
+/// to run at full rate, few enough that a pass's buffers (about 14 KB a token) stay small and
+/// a batch splits into several passes per core, so the cores finish together (measured over
+/// 512 to 4,096 on `gatehouse bench --scenario embed`: 1,536 was fastest).
+const TOKENS_PER_PASS: usize = 1536;
 /// Tokens from which a single pass's products spread over every core.
 const PARALLEL_ROWS: usize = 64;
 
