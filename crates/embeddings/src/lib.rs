@@ -119,20 +119,25 @@ impl Embedder {
             }
             pass_tokens += encodings[i].len();
         }
-        // One pass alone (a single text) spreads its products over every core instead, once it
-        // is long enough for that to pay: a short one (a query) is bound by memory, not
-        // arithmetic, and a second thread only adds the hand-off (measured: no faster).
-        let threads = match passes.as_slice() {
-            [pass] if pass.iter().map(|&i| encodings[i].len()).sum::<usize>() >= PARALLEL_ROWS => Threads::All,
-            _ => Threads::One,
+        let run = |pass: &Vec<usize>, threads: Threads, buffers: &mut Buffers| {
+            let ids: Vec<&[u32]> = pass.iter().map(|&i| encodings[i].get_ids()).collect();
+            self.forward(&ids, threads, buffers)
         };
-        let pooled: Vec<Vec<Vec<f32>>> = passes
-            .par_iter()
-            .map_init(Buffers::default, |buffers, pass| {
-                let ids: Vec<&[u32]> = pass.iter().map(|&i| encodings[i].get_ids()).collect();
-                self.forward(&ids, threads, buffers)
-            })
-            .collect::<Result<_, _>>()?;
+        let pooled: Vec<Vec<Vec<f32>>> = match passes.as_slice() {
+            // One pass alone (a query, a single text) runs on the calling thread, its products
+            // spread over every core once it is long enough for that to pay: a short one is
+            // bound by memory, not arithmetic, and a second thread only adds the hand-off
+            // (measured: no faster).
+            [pass] => {
+                let tokens: usize = pass.iter().map(|&i| encodings[i].len()).sum();
+                let threads = if tokens >= PARALLEL_ROWS { Threads::All } else { Threads::One };
+                vec![run(pass, threads, &mut Buffers::default())?]
+            }
+            _ => passes
+                .par_iter()
+                .map_init(Buffers::default, |buffers, pass| run(pass, Threads::One, buffers))
+                .collect::<Result<_, _>>()?,
+        };
         let mut vectors = vec![Vec::new(); encodings.len()];
         for (pass, pass_vectors) in passes.iter().zip(pooled) {
             for (&i, vector) in pass.iter().zip(pass_vectors) {
