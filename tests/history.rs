@@ -310,6 +310,55 @@ async fn one_trace_id_follows_the_conversation() -> Result<()> {
     Ok(())
 }
 
+/// An accepted `validate` hands its row to the create, which writes it in the statement that
+/// records the call: the row is there when the create answers, named after the tool's
+/// component and version, once for each time the tool validated (an idempotent retry
+/// validates again), and a refused input is still recorded, by the tool.
+#[tokio::test]
+async fn a_creates_validate_row_is_written_with_the_call() -> Result<()> {
+    let scratch = ScratchDatabase::create("validate_row").await?;
+    let app = App::start(scratch.serve(lifecycle_options(&[], &[]))).await?;
+    let db = scratch.connect().await?;
+    let trace = "0af7651916cd43dd8448eb211c80319c";
+    let traceparent = format!("00-{trace}-b7ad6b7169203331-01");
+    let body = json!({"session_id": unique("validate-row"), "function_name": TOOL,
+                      "parameters": {"to": "dana@example.com"}});
+    let headers = [("traceparent", traceparent.as_str()), ("idempotency-key", "validate-row-1")];
+    let rows = || async {
+        let rows = db
+            .query(
+                "SELECT component, component_version, outcome, tool_call_id FROM tool_executions \
+                  WHERE operation = 'validate' AND trace_id = $1",
+                &[&trace],
+            )
+            .await?;
+        anyhow::Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect::<Vec<_>>())
+    };
+
+    let created = app.send_with(Method::POST, "/voice-tools/pending", Some(body.clone()), &headers).await?;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let written: Vec<(String, String, String, Option<String>)> = rows().await?;
+    assert_eq!(written.len(), 1, "{written:?}");
+    let (component, version, outcome, call) = &written[0];
+    assert_eq!((component.as_str(), outcome.as_str(), call), ("fixture-tool", "ok", &None));
+    assert!(!version.is_empty() && version != "unknown", "the tool's own version: {version}");
+
+    let again = app.send_with(Method::POST, "/voice-tools/pending", Some(body), &headers).await?;
+    assert_eq!((again.status, &again.body), (201, &created.body), "the retry answers the first call");
+    assert_eq!(rows().await?.len(), 2, "the retry validated again");
+
+    let refused = json!({"session_id": unique("validate-row"), "function_name": TOOL, "parameters": {"to": "nobody"}});
+    let answer =
+        app.send_with(Method::POST, "/voice-tools/pending", Some(refused), &[("traceparent", &traceparent)]).await?;
+    assert_eq!(answer.status, 422, "{}", answer.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !rows().await?.iter().any(|(_, _, outcome, _)| outcome == "rejected") {
+        assert!(Instant::now() < deadline, "no rejected validate row: {:?}", rows().await?);
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Ok(())
+}
+
 /// History rows (and the other writes migration V12 lists) commit without waiting for the
 /// disk, through `asynchronous_commit()`: the setting must hold for that statement's own
 /// transaction and nothing after it, since the runner and Spin hand the connection to the next

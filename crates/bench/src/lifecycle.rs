@@ -452,6 +452,19 @@ impl Lifecycle {
                     "600".into(),
                     // needs_checkpoint, as the fixture tool's validate answers
                     "true".into(),
+                    // the history row the fixture tool's validate hands over, written with
+                    // the call (tool, component, version, operation, call, start, duration,
+                    // outcome, error, trace)
+                    literal(FUNCTION),
+                    literal(TOOL),
+                    literal(env!("CARGO_PKG_VERSION")),
+                    literal("validate"),
+                    "NULL".into(),
+                    "extract(epoch from now())".into(),
+                    "0.1".into(),
+                    literal("ok"),
+                    "NULL".into(),
+                    literal(&"0".repeat(32)),
                 ],
             ),
             Statement::Modify => (

@@ -130,6 +130,26 @@ pub struct Validated {
     /// that does not say is taken to need one: its calls keep the full walk.
     #[serde(default = "needs_checkpoint_unless_told")]
     pub needs_checkpoint: bool,
+    /// The tool's history row for this `validate`, handed to the caller instead of written by
+    /// the tool (see [`ValidateExecution`]). A tool host that does not send it wrote the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<ValidateExecution>,
+}
+
+/// Who ran an accepted `validate` and how long it took: its row of the tool's execution
+/// history (operation `validate`, outcome `ok`). The tool hands it to the caller, which writes
+/// it in the statement that records its own work: a create writes it with the call it
+/// inserts, in one statement and one commit, where the tool writing it would be a second
+/// statement, commit and connection, about a sixth of a create's CPU (docs/benchmarks.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateExecution {
+    /// The tool's function name.
+    pub tool: String,
+    pub component: String,
+    pub component_version: Option<String>,
+    /// Unix seconds, with fractions.
+    pub started_at: f64,
+    pub duration_ms: f64,
 }
 
 fn needs_checkpoint_unless_told() -> bool {
@@ -192,5 +212,24 @@ mod tests {
         assert_eq!(request.attempt, 1);
         assert!(!request.side_effect_may_have_started);
         assert!(request.tool_call_id.is_none());
+    }
+
+    #[test]
+    fn a_validate_answer_without_a_history_row_means_the_tool_wrote_it() {
+        let answer: Validated =
+            serde_json::from_str(r#"{"parameters": {}, "summary": "s"}"#).unwrap_or_else(|e| panic!("{e}"));
+        assert!(answer.needs_checkpoint && answer.execution.is_none());
+        let execution = ValidateExecution {
+            tool: "t".into(),
+            component: "c".into(),
+            component_version: Some("1.0.0".into()),
+            started_at: 1.5,
+            duration_ms: 0.25,
+        };
+        let handed = Validated { execution: Some(execution), ..answer };
+        let round_trip: Validated =
+            serde_json::from_value(serde_json::to_value(&handed).unwrap_or_else(|e| panic!("{e}")))
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(round_trip, handed);
     }
 }

@@ -4,6 +4,7 @@ use gatehouse_domain::contract::ToolRequest;
 use gatehouse_domain::{ApiError, ErrorCode, SessionId};
 use gatehouse_store::{Created, NewCall};
 use gatehouse_tool::ToolError;
+use gatehouse_tool::history::validated_row;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -89,6 +90,7 @@ pub async fn create(
         trace_id,
         ttl_seconds: config.pending_ttl_seconds()?,
         needs_checkpoint: validated.needs_checkpoint,
+        validation: validated.execution.as_ref().map(|e| validated_row(e, None, Some(trace_id))),
     };
     // A concurrent create with the same key may not be visible yet to this statement; the
     // second try sees it.

@@ -134,6 +134,8 @@ fn record<T: Tool>(
         trace_id,
         ttl_seconds: config.pending_ttl_seconds()?,
         needs_checkpoint: tool.describe().needs_checkpoint,
+        // The flow wrote its `validate` row when it validated (see `validate`).
+        validation: None,
     };
     let db = ctx.db()?;
     if !matches!(gatehouse_store::insert_call(&db, &new_call)?, Created::New(_)) {

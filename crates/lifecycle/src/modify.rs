@@ -7,6 +7,8 @@ use gatehouse_store::{ParameterChange, Transition};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use gatehouse_tool::history::write_validated;
+
 use crate::Ctx;
 use crate::create::tool_error;
 use crate::flow::tool_request;
@@ -57,12 +59,16 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
     let Value::Object(patched) = patched else {
         return Err(ApiError::internal().with_detail("a merge patch of an object gave a non-object"));
     };
+    let asked = ToolRequest { parameters: patched, attempt: 1, ..tool_request(&call) };
     let validated = ctx
         .config()
         .tool(&call.function_name, &call.component)?
-        .validate(&ToolRequest { parameters: patched, attempt: 1, ..tool_request(&call) })
+        .validate(&asked)
         .await
         .map_err(|e| tool_error(e, &call.function_name))?;
+    if let Some(execution) = &validated.execution {
+        write_validated(execution, Some(id), asked.trace_id.as_deref());
+    }
 
     let changes = changed_fields(&call.parameters, &validated.parameters);
     let history: Vec<ParameterChange> = changes

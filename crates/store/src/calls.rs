@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
+use crate::history::{ToolExecution, history_parameters};
 use crate::rows::{decode, one_row, optional, optional_text, text};
 
 /// A call as the routes report it (the SQL function `tool_call_json`).
@@ -82,6 +83,9 @@ pub struct NewCall<'a> {
     pub ttl_seconds: f64,
     /// Whether the tool stops at a checkpoint, as its `validate` (or its description) said.
     pub needs_checkpoint: bool,
+    /// The history row the tool handed over with its `validate`, written in the same statement
+    /// as the call (`None`: the tool wrote it itself).
+    pub validation: Option<ToolExecution<'a>>,
 }
 
 /// A call as the executor reads it before driving it.
@@ -207,7 +211,10 @@ pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, Store
             text(call.trace_id),
             ParameterValue::Floating64(call.ttl_seconds),
             ParameterValue::Boolean(call.needs_checkpoint),
-        ],
+        ]
+        .into_iter()
+        .chain(history_parameters(call.validation.as_ref()))
+        .collect::<Vec<_>>(),
     )?;
     #[derive(Deserialize)]
     struct Existing {

@@ -5,7 +5,7 @@ use serde_json::Value;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
-use crate::rows::{optional, optional_text};
+use crate::rows::{optional, optional_text, text};
 
 const RECORD: &str = include_str!("sql/history/record.sql");
 const PAGE: &str = include_str!("sql/history/page.sql");
@@ -30,22 +30,28 @@ pub struct ToolExecution<'a> {
 }
 
 pub fn record_tool_execution(db: &Connection, row: &ToolExecution<'_>) -> Result<(), StoreError> {
-    db.execute(
-        RECORD,
-        &[
-            ParameterValue::Str(row.tool.to_owned()),
-            ParameterValue::Str(row.component.to_owned()),
-            optional_text(row.component_version),
-            ParameterValue::Str(row.operation.to_owned()),
-            optional_text(row.tool_call_id),
-            ParameterValue::Floating64(row.started_at),
-            ParameterValue::Floating64(row.duration_ms),
-            ParameterValue::Str(row.outcome.to_owned()),
-            optional_text(row.error),
-            optional_text(row.trace_id),
-        ],
-    )?;
+    db.execute(RECORD, &history_parameters(Some(row)))?;
     Ok(())
+}
+
+/// A row's ten parameters, in the order of `record.sql` (and of the create's `insert.sql`,
+/// which writes a handed-over `validate` row with the call); all NULL for no row.
+pub(crate) fn history_parameters(row: Option<&ToolExecution<'_>>) -> Vec<ParameterValue> {
+    let Some(row) = row else {
+        return (0..10).map(|_| ParameterValue::DbNull).collect();
+    };
+    vec![
+        text(row.tool),
+        text(row.component),
+        optional_text(row.component_version),
+        text(row.operation),
+        optional_text(row.tool_call_id),
+        ParameterValue::Floating64(row.started_at),
+        ParameterValue::Floating64(row.duration_ms),
+        text(row.outcome),
+        optional_text(row.error),
+        optional_text(row.trace_id),
+    ]
 }
 
 /// Where a page of executions starts: just after the row with this start and id.

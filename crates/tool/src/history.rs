@@ -5,7 +5,7 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use gatehouse_domain::contract::Operation;
+use gatehouse_domain::contract::{Operation, ValidateExecution};
 use gatehouse_domain::{ApiError, ToolCallId};
 
 /// How one operation ended.
@@ -75,6 +75,18 @@ impl Execution {
         }
     }
 
+    /// An accepted `validate`'s row, to hand to the caller rather than write (see
+    /// [`ValidateExecution`]); the clock stops here.
+    pub fn handed_over(&self) -> ValidateExecution {
+        ValidateExecution {
+            tool: self.identity.tool.clone(),
+            component: self.identity.component.clone(),
+            component_version: self.identity.version.clone(),
+            started_at: self.started_at,
+            duration_ms: self.clock.elapsed().as_secs_f64() * 1000.0,
+        }
+    }
+
     /// Stops the clock.
     pub fn end(self, outcome: Outcome, error: Option<&str>) -> Finished {
         Finished {
@@ -96,8 +108,7 @@ pub struct Finished {
 }
 
 impl Finished {
-    /// Writes the row. A failure is logged and goes no further: the history must never fail
-    /// the call it records.
+    /// Writes the row.
     pub fn write(self) {
         let execution = &self.execution;
         let row = gatehouse_store::ToolExecution {
@@ -112,12 +123,43 @@ impl Finished {
             error: self.error.as_deref(),
             trace_id: execution.trace_id.as_deref(),
         };
-        let written = gatehouse_platform::open_db()
-            .and_then(|db| gatehouse_store::record_tool_execution(&db, &row).map_err(ApiError::from));
-        if let Err(error) = written {
-            let problem = error.detail.unwrap_or(error.message);
-            gatehouse_platform::log_line("warn", &format!("recording a tool execution: {problem}"));
-        }
+        write_row(&row);
+    }
+}
+
+/// The history row of an accepted `validate` that the tool handed to its caller.
+pub fn validated_row<'a>(
+    execution: &'a ValidateExecution,
+    tool_call_id: Option<&'a ToolCallId>,
+    trace_id: Option<&'a str>,
+) -> gatehouse_store::ToolExecution<'a> {
+    gatehouse_store::ToolExecution {
+        tool: &execution.tool,
+        component: &execution.component,
+        component_version: execution.component_version.as_deref(),
+        operation: Operation::Validate.as_str(),
+        tool_call_id: tool_call_id.map(ToolCallId::as_str),
+        started_at: execution.started_at,
+        duration_ms: execution.duration_ms,
+        outcome: Outcome::Ok.as_str(),
+        error: None,
+        trace_id,
+    }
+}
+
+/// Writes the row a tool handed over with its accepted `validate`, alone: for a caller that
+/// has no statement of its own to write it with (a modify; a create writes it with the call).
+pub fn write_validated(execution: &ValidateExecution, tool_call_id: Option<&ToolCallId>, trace_id: Option<&str>) {
+    write_row(&validated_row(execution, tool_call_id, trace_id));
+}
+
+/// A failure is logged and goes no further: the history must never fail the call it records.
+fn write_row(row: &gatehouse_store::ToolExecution<'_>) {
+    let written = gatehouse_platform::open_db()
+        .and_then(|db| gatehouse_store::record_tool_execution(&db, row).map_err(ApiError::from));
+    if let Err(error) = written {
+        let problem = error.detail.unwrap_or(error.message);
+        gatehouse_platform::log_line("warn", &format!("recording a tool execution: {problem}"));
     }
 }
 

@@ -122,7 +122,9 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
     let description = tool.describe();
     let identity = ToolIdentity { component: component_id(&req, component), ..identity_of(&description, component) };
     let execution = Execution::begin(identity, op, request.tool_call_id.as_ref(), request.trace_id.as_deref());
-    let (response, finished) = match run(tool, &description, op, &request).await {
+    let (response, finished) = match run(tool, &description, op, &request, &execution).await {
+        // An accepted validate handed its row to the caller, in its answer.
+        Ok(body) if op == Operation::Validate => return Ok(gatehouse_http::json_response(200, &body).into()),
         Ok(body) => (gatehouse_http::json_response(200, &body), execution.end(Outcome::Ok, None)),
         Err(refusal) => {
             let outcome = if op == Operation::Validate { Outcome::Rejected } else { Outcome::Failed };
@@ -138,6 +140,7 @@ async fn run<T: Tool>(
     description: &ToolDescription,
     op: Operation,
     request: &ToolRequest,
+    execution: &Execution,
 ) -> Result<Value, ToolRefusal> {
     let failed = |f: ToolFailure| ToolRefusal { error: f.message, fields: Vec::new() };
     let to_value =
@@ -151,7 +154,8 @@ async fn run<T: Tool>(
             Ok(parameters) => {
                 let summary = tool.summarize(&parameters);
                 let needs_checkpoint = description.needs_checkpoint;
-                to_value(serde_json::to_value(Validated { parameters, summary, needs_checkpoint }))
+                let execution = Some(execution.handed_over());
+                to_value(serde_json::to_value(Validated { parameters, summary, needs_checkpoint, execution }))
             }
             Err(fields) => Err(ToolRefusal { error: "Some of the details aren't valid.".into(), fields }),
         },

@@ -1,8 +1,12 @@
 -- Create a PENDING call, or find the first call made with the same Idempotency-Key.
 -- $1 id, $2 session, $3 connection, $4 intent, $5 function_name, $6 tool, $7 parameters,
 -- $8 summary, $9 callback_url, $10 idempotency_key, $11 fingerprint, $12 trace_id, $13 ttl s,
--- $14 whether the tool stops at a checkpoint.
+-- $14 whether the tool stops at a checkpoint; $15-$24 the tool's `validate` history row, as
+-- record.sql takes it, or all NULL when the tool wrote it itself.
 -- The 201 body is built here, with the database's deadline, and stored for retries.
+-- The history row is written with the call, in one statement and one commit, unless the
+-- statement found neither its own insert nor a first call with the key (a concurrent create's
+-- call not yet visible): the create then runs it again, and the row is written once.
 WITH inserted AS (
     INSERT INTO tool_calls (tool_call_id, session_id, connection_id, intent_id, function_name, tool,
                             parameters, summary, callback_url, idempotency_key, request_fingerprint,
@@ -17,6 +21,14 @@ WITH inserted AS (
       FROM (SELECT now() + make_interval(secs => $13::float8) AS deadline) AS d
     ON CONFLICT (session_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING create_response
+), validated AS (
+    INSERT INTO tool_executions (tool, component, component_version, operation, tool_call_id,
+                                 started_at, duration_ms, outcome, error, trace_id)
+    SELECT $15, $16, COALESCE($17, 'unknown'), $18, $19, to_timestamp($20), $21, $22, $23, $24
+     WHERE $15::text IS NOT NULL
+       AND (EXISTS (SELECT 1 FROM inserted)
+            OR EXISTS (SELECT 1 FROM tool_calls c
+                        WHERE $10::text IS NOT NULL AND c.session_id = $2 AND c.idempotency_key = $10))
 )
 SELECT (SELECT create_response FROM inserted) AS created,
        (SELECT jsonb_build_object('fingerprint', c.request_fingerprint, 'response', c.create_response)
