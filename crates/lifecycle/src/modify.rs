@@ -4,10 +4,9 @@
 use gatehouse_domain::contract::ToolRequest;
 use gatehouse_domain::{ApiError, FieldChange, ToolCallId, changed_fields, merge_patch};
 use gatehouse_store::{ParameterChange, Transition};
+use gatehouse_tool::history::write_validated;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-use gatehouse_tool::history::write_validated;
 
 use crate::Ctx;
 use crate::create::tool_error;
