@@ -408,6 +408,18 @@ async fn the_direct_flow_queries_stores_and_completes() -> Result<()> {
     let history: Vec<&str> = calls[0].1.as_array().into_iter().flatten().filter_map(|e| e["status"].as_str()).collect();
     assert_eq!(history, ["PENDING", "EXECUTING", "COMPLETED"]);
     assert_eq!(executions(&url, &id).await?, ["execute:ok"], "the in-process search is in the tool's history");
+    // Its `validate` row was written with the call, in the trace the call carries.
+    let validated: Vec<(String, String)> = db
+        .query(
+            "SELECT e.outcome, e.component FROM tool_executions e JOIN tool_calls c ON c.trace_id = e.trace_id
+              WHERE c.tool_call_id = $1 AND e.operation = 'validate'",
+            &[&id],
+        )
+        .await?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(validated, [("ok".to_owned(), "vector-query".to_owned())]);
     Ok(())
 }
 

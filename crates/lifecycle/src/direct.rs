@@ -10,11 +10,11 @@
 //! (anything but an explicit continue cancels), and the tool runs in this component.
 
 use gatehouse_domain::callback::RelayDecision;
-use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest};
+use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest, ValidateExecution};
 use gatehouse_domain::{ApiError, SessionId, ToolCallId};
 use gatehouse_platform::{Component, OutboundResponse};
 use gatehouse_store::{Created, NewCall, ToolCall, Transition};
-use gatehouse_tool::history::{Execution, Outcome as Ran, ToolIdentity};
+use gatehouse_tool::history::{Execution, Outcome as Ran, ToolIdentity, validated_row};
 use gatehouse_tool::{Tool, ToolError, ToolFailure};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -75,8 +75,10 @@ impl DirectFlow {
         let session_id = crate::session_id(&envelope.session_id)?;
         let identity = gatehouse_tool::identity(tool, component);
         let trace_id = gatehouse_platform::trace_id();
-        let parameters = validate(tool, &identity, &session_id, parameters, &trace_id)?;
-        let (call, lease_owner) = record(ctx, tool, &identity, envelope, &session_id, &parameters, &trace_id)?;
+        let (parameters, validation) = validate(tool, &identity, &session_id, parameters, &trace_id)?;
+        let validation = validated_row(&validation, None, Some(&trace_id));
+        let (call, lease_owner) =
+            record(ctx, tool, &identity, envelope, &session_id, &parameters, &trace_id, validation)?;
         let mut policy = InProcess { ctx: ctx.clone(), flow: *self, tool, identity, waiting: None };
         let walked = flow::walk(ctx, call, &lease_owner, &mut policy).await?;
         After::run_all(ctx.clone(), walked.after).await;
@@ -84,14 +86,15 @@ impl DirectFlow {
     }
 }
 
-/// The tool's own checks, with their history row.
+/// The tool's own checks. A refusal's history row is written here; an acceptance's is
+/// answered, for the call's insert to write with the call, as a create does.
 fn validate<T: Tool>(
     tool: &T,
     identity: &ToolIdentity,
     session_id: &SessionId,
     parameters: Map<String, Value>,
     trace_id: &str,
-) -> Result<Map<String, Value>, ApiError> {
+) -> Result<(Map<String, Value>, ValidateExecution), ApiError> {
     let validation = Execution::begin(identity.clone(), Operation::Validate, None, Some(trace_id));
     let validated =
         tool.validate(parameters).and_then(|parameters| match tool.check_references(&parameters, Some(session_id)) {
@@ -99,13 +102,18 @@ fn validate<T: Tool>(
             problems => Err(problems),
         });
     let refused = "Some of the details aren't valid.";
-    let outcome = if validated.is_ok() { Ran::Ok } else { Ran::Rejected };
-    validation.end(outcome, validated.is_err().then_some(refused)).write();
-    validated.map_err(|problems| ApiError::validation_failed(refused, problems))
+    match validated {
+        Ok(parameters) => Ok((parameters, validation.handed_over())),
+        Err(problems) => {
+            validation.end(Ran::Rejected, Some(refused)).write();
+            Err(ApiError::validation_failed(refused, problems))
+        }
+    }
 }
 
-/// Records the call and takes it straight to EXECUTING under a lease of the flow's own: the
-/// request itself is the caller's confirmation.
+/// Records the call, with its `validate` row, and takes it straight to EXECUTING under a
+/// lease of the flow's own: the request itself is the caller's confirmation.
+#[allow(clippy::too_many_arguments)] // the flow's request, one argument for each part
 fn record<T: Tool>(
     ctx: &Ctx,
     tool: &T,
@@ -114,6 +122,7 @@ fn record<T: Tool>(
     session_id: &SessionId,
     parameters: &Map<String, Value>,
     trace_id: &str,
+    validation: gatehouse_store::ToolExecution<'_>,
 ) -> Result<(ToolCall, String), ApiError> {
     let config = ctx.config();
     let callback_url = config.checked_callback_url(Some(&envelope.callback_url))?;
@@ -134,8 +143,7 @@ fn record<T: Tool>(
         trace_id,
         ttl_seconds: config.pending_ttl_seconds()?,
         needs_checkpoint: tool.describe().needs_checkpoint,
-        // The flow wrote its `validate` row when it validated (see `validate`).
-        validation: None,
+        validation: Some(validation),
     };
     let db = ctx.db()?;
     if !matches!(gatehouse_store::insert_call(&db, &new_call)?, Created::New(_)) {
