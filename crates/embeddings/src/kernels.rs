@@ -53,8 +53,9 @@ impl<'a> MatMut<'a> {
     }
 }
 
-/// Whether a product may spread over the thread pool: the big projections do; the small
-/// per-text attention products already run one per thread.
+/// Whether work may spread over the thread pool: a long pass alone does; the passes of a
+/// batch run side by side, each on one thread, and so do the small per-text attention
+/// products.
 #[derive(Clone, Copy)]
 pub(crate) enum Threads {
     All,

@@ -76,6 +76,7 @@ impl MatrixRate {
     }
 }
 
+/// Times both ways, one after the other, each on every core.
 pub fn matrix_rate(duration: Duration) -> MatrixRate {
     let shared = timed_products(Threads::All, duration);
     let side_by_side = rayon::broadcast(|_| timed_products(Threads::One, duration)).iter().sum();
