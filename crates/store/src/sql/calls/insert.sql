@@ -21,17 +21,19 @@ WITH inserted AS (
       FROM (SELECT now() + make_interval(secs => $13::float8) AS deadline) AS d
     ON CONFLICT (session_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING create_response
+), first_call AS (
+    -- The first call made with the same key, when this statement can see it.
+    SELECT c.request_fingerprint, c.create_response
+      FROM tool_calls c
+     WHERE $10::text IS NOT NULL AND c.session_id = $2 AND c.idempotency_key = $10
 ), validated AS (
     INSERT INTO tool_executions (tool, component, component_version, operation, tool_call_id,
                                  started_at, duration_ms, outcome, error, trace_id)
     SELECT $15, $16, COALESCE($17, 'unknown'), $18, $19, to_timestamp($20), $21, $22, $23, $24
      WHERE $15::text IS NOT NULL
-       AND (EXISTS (SELECT 1 FROM inserted)
-            OR EXISTS (SELECT 1 FROM tool_calls c
-                        WHERE $10::text IS NOT NULL AND c.session_id = $2 AND c.idempotency_key = $10))
+       AND (EXISTS (SELECT 1 FROM inserted) OR EXISTS (SELECT 1 FROM first_call))
 )
 SELECT (SELECT create_response FROM inserted) AS created,
-       (SELECT jsonb_build_object('fingerprint', c.request_fingerprint, 'response', c.create_response)
-          FROM tool_calls c
-         WHERE $10::text IS NOT NULL AND c.session_id = $2 AND c.idempotency_key = $10
-           AND NOT EXISTS (SELECT 1 FROM inserted)) AS existing
+       (SELECT jsonb_build_object('fingerprint', f.request_fingerprint, 'response', f.create_response)
+          FROM first_call f
+         WHERE NOT EXISTS (SELECT 1 FROM inserted)) AS existing
