@@ -12,6 +12,13 @@ mod sweep;
 
 use clap::Parser;
 
+/// The host allocates and frees many small buffers per request (headers, bodies, resource
+/// tables, JSON); mimalloc's per-thread free lists do that with less CPU than glibc's malloc
+/// (measured on the create at 16 clients: 0.552 to 0.504 ms of runner CPU per create, +7%
+/// creates/s; docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     gatehouse_spin_host::log::debug_from_env("GATEHOUSE_LOG");
