@@ -105,23 +105,32 @@ pub(crate) fn matmul(dst: MatMut<'_>, lhs: Mat<'_>, rhs: Mat<'_>, scale: f32, ac
     }
 }
 
-/// Runs `body` in a copy compiled for AVX-512 when the CPU has it, so the loops inside are
-/// vectorized 16 floats wide; elsewhere in the baseline copy.
+/// Runs `body` in the copy compiled for the widest vectors the CPU has: AVX-512 (16 floats),
+/// else AVX2 (8 floats), both with fused multiply-add; elsewhere the baseline copy. The kernels
+/// below spell every multiply-add as `mul_add`, which the compiler never forms on its own: in
+/// the first two copies each is one FMA instruction, and in the baseline copy a call to the C
+/// library's `fmaf`, slower but with the same rounding, so every copy gives the same floats.
 macro_rules! with_widest_vectors {
     ($name:ident, $generic:ident, ($($arg:ident: $ty:ty),*)) => {
         pub(crate) fn $name($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx2,fma")]
-                fn wide($($arg: $ty),*) {
+                fn avx512($($arg: $ty),*) {
                     $generic($($arg),*)
                 }
-                if std::is_x86_feature_detected!("avx512f")
-                    && std::is_x86_feature_detected!("avx2")
-                    && std::is_x86_feature_detected!("fma")
-                {
-                    // SAFETY: the CPU has the features `wide` was compiled for (checked above).
-                    return unsafe { wide($($arg),*) };
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2($($arg: $ty),*) {
+                    $generic($($arg),*)
+                }
+                let fma = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+                if fma && std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has the features `avx512` was compiled for (checked above).
+                    return unsafe { avx512($($arg),*) };
+                }
+                if fma {
+                    // SAFETY: the CPU has the features `avx2` was compiled for (checked above).
+                    return unsafe { avx2($($arg),*) };
                 }
             }
             $generic($($arg),*)
@@ -171,7 +180,7 @@ fn layer_norm_generic(row: &mut [f32], weight: &[f32], bias: &[f32], eps: f32) {
     let variance = sum_of(row, |x| (x - mean) * (x - mean)) / n;
     let inverse = 1.0 / (variance + eps).sqrt();
     for ((x, w), b) in row.iter_mut().zip(weight).zip(bias) {
-        *x = (*x - mean) * inverse * w + b;
+        *x = ((*x - mean) * inverse).mul_add(*w, *b);
     }
 }
 
@@ -180,7 +189,8 @@ fn layer_norm_generic(row: &mut [f32], weight: &[f32], bias: &[f32], eps: f32) {
 #[inline(always)]
 fn gelu_generic(values: &mut [f32]) {
     for x in values {
-        *x = 0.5 * *x * (1.0 + erf(*x * std::f32::consts::FRAC_1_SQRT_2));
+        let half = 0.5 * *x;
+        *x = half.mul_add(erf(*x * std::f32::consts::FRAC_1_SQRT_2), half);
     }
 }
 
@@ -204,9 +214,9 @@ fn erf(x: f32) -> f32 {
     const P: f32 = 0.327_591_1;
     const A: [f32; 5] = [0.254_829_6, -0.284_496_74, 1.421_413_8, -1.453_152_1, 1.061_405_4];
     let a = x.abs();
-    let t = 1.0 / (1.0 + P * a);
-    let poly = t * (A[0] + t * (A[1] + t * (A[2] + t * (A[3] + t * A[4]))));
-    let magnitude = 1.0 - poly * exp(-a * a);
+    let t = 1.0 / P.mul_add(a, 1.0);
+    let poly = t * A[4].mul_add(t, A[3]).mul_add(t, A[2]).mul_add(t, A[1]).mul_add(t, A[0]);
+    let magnitude = (-poly).mul_add(exp(-a * a), 1.0);
     magnitude.copysign(x)
 }
 
@@ -221,16 +231,17 @@ fn exp(x: f32) -> f32 {
     // loop from vectorizing), and leaves that integer in the sum's low mantissa bits, from where
     // it is read without a float-to-int conversion (whose saturation is not vectorized either).
     const ROUNDER: f32 = 12_582_912.0;
-    let shifted = x * std::f32::consts::LOG2_E + ROUNDER;
+    let shifted = x.mul_add(std::f32::consts::LOG2_E, ROUNDER);
     let k = shifted - ROUNDER;
     let k_bits = shifted.to_bits().wrapping_sub(ROUNDER.to_bits());
     // ln 2 in two parts, so that k·ln2 is subtracted without losing r's low bits.
     const LN2_HIGH: f32 = 0.693_145_75;
     const LN2_LOW: f32 = 1.428_606_8e-6;
-    let r = (x - k * LN2_HIGH) - k * LN2_LOW;
-    let series = 1.0
-        + r * (1.0
-            + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r / 5040.0))))));
+    let r = k.mul_add(-LN2_LOW, k.mul_add(-LN2_HIGH, x));
+    // The Taylor coefficients 1/n!, highest first, as constants: `r / 5040.0` would be a
+    // division on every call, as the compiler may not turn it into a multiplication.
+    const TAYLOR: [f32; 8] = [1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0];
+    let series = TAYLOR[1..].iter().fold(TAYLOR[0], |sum, &c| sum.mul_add(r, c));
     // 2^k: k plus the exponent bias, in the exponent field.
     let two_to_k = f32::from_bits(k_bits.wrapping_add(127) << 23);
     series * two_to_k
@@ -279,6 +290,27 @@ mod tests {
             let expected = 0.5 * x * (1.0 + erf_reference(x / 2f64.sqrt()));
             assert!((y as f64 - expected).abs() < 1e-6, "gelu({x}) = {y}, expected {expected}");
         }
+    }
+
+    #[test]
+    fn the_vectorized_copies_give_the_same_floats_as_the_baseline() {
+        // Every multiply-add is fused in every copy, so the widest copy this CPU runs and the
+        // baseline one (fused by the C library) round alike, and no reduction order differs.
+        let values: Vec<f32> = (-2000..2000).map(|i| i as f32 / 211.0).collect();
+        let (mut wide, mut baseline) = (values.clone(), values.clone());
+        gelu(&mut wide);
+        gelu_generic(&mut baseline);
+        assert_eq!(wide, baseline, "gelu");
+        let row = &values[..1000];
+        let (mut wide, mut baseline) = (row.to_vec(), row.to_vec());
+        softmax(&mut wide);
+        softmax_generic(&mut baseline);
+        assert_eq!(wide, baseline, "softmax");
+        let (weight, bias): (Vec<f32>, Vec<f32>) = row.iter().map(|x| (1.0 + x / 10.0, x / 3.0)).unzip();
+        let (mut wide, mut baseline) = (row.to_vec(), row.to_vec());
+        layer_norm(&mut wide, &weight, &bias, 1e-12);
+        layer_norm_generic(&mut baseline, &weight, &bias, 1e-12);
+        assert_eq!(wide, baseline, "layer norm");
     }
 
     #[test]
