@@ -1,6 +1,7 @@
 //! The arithmetic of the forward pass: matrix products (gemm's kernels, chosen at run time for
 //! the CPU), and the element-wise work between them (layer norm, the exact GELU, softmax)
-//! written so the compiler vectorizes it, in a copy compiled for AVX-512 where the CPU has it.
+//! written so the compiler vectorizes it, in copies compiled for AVX-512 and for AVX2 that the
+//! CPU's features choose between at run time.
 
 use gemm::Parallelism;
 
