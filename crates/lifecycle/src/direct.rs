@@ -10,7 +10,7 @@
 //! (anything but an explicit continue cancels), and the tool runs in this component.
 
 use gatehouse_domain::callback::RelayDecision;
-use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest, ValidateExecution};
+use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest, Validated};
 use gatehouse_domain::{ApiError, SessionId, ToolCallId};
 use gatehouse_platform::{Component, OutboundResponse};
 use gatehouse_store::{Created, NewCall, ToolCall, Transition};
@@ -75,10 +75,8 @@ impl DirectFlow {
         let session_id = crate::session_id(&envelope.session_id)?;
         let identity = gatehouse_tool::identity(tool, component);
         let trace_id = gatehouse_platform::trace_id();
-        let (parameters, validation) = validate(tool, &identity, &session_id, parameters, &trace_id)?;
-        let validation = validated_row(&validation, None, Some(&trace_id));
-        let (call, lease_owner) =
-            record(ctx, tool, &identity, envelope, &session_id, &parameters, &trace_id, validation)?;
+        let validated = validate(tool, &identity, &session_id, parameters, &trace_id)?;
+        let (call, lease_owner) = record(ctx, &identity, envelope, &session_id, &validated, &trace_id)?;
         let mut policy = InProcess { ctx: ctx.clone(), flow: *self, tool, identity, waiting: None };
         let walked = flow::walk(ctx, call, &lease_owner, &mut policy).await?;
         After::run_all(ctx.clone(), walked.after).await;
@@ -86,48 +84,36 @@ impl DirectFlow {
     }
 }
 
-/// The tool's own checks. A refusal's history row is written here; an acceptance's is
-/// answered, for the call's insert to write with the call, as a create does.
+/// The tool's own checks ([`gatehouse_tool::accept`]). A refusal's history row is written
+/// here; an acceptance's is answered, for the call's insert to write with the call, as a
+/// create does.
 fn validate<T: Tool>(
     tool: &T,
     identity: &ToolIdentity,
     session_id: &SessionId,
     parameters: Map<String, Value>,
     trace_id: &str,
-) -> Result<(Map<String, Value>, ValidateExecution), ApiError> {
+) -> Result<Validated, ApiError> {
     let validation = Execution::begin(identity.clone(), Operation::Validate, None, Some(trace_id));
-    let validated =
-        tool.validate(parameters).and_then(|parameters| match tool.check_references(&parameters, Some(session_id)) {
-            problems if problems.is_empty() => Ok(parameters),
-            problems => Err(problems),
-        });
-    let refused = "Some of the details aren't valid.";
-    match validated {
-        Ok(parameters) => Ok((parameters, validation.handed_over())),
-        Err(problems) => {
-            validation.end(Ran::Rejected, Some(refused)).write();
-            Err(ApiError::validation_failed(refused, problems))
-        }
-    }
+    gatehouse_tool::accept(tool, &tool.describe(), parameters, Some(session_id), &validation).map_err(|refusal| {
+        validation.end(Ran::Rejected, Some(&refusal.error)).write();
+        ApiError::validation_failed(refusal.error, refusal.fields)
+    })
 }
 
 /// Records the call, with its `validate` row, and takes it straight to EXECUTING under a
 /// lease of the flow's own: the request itself is the caller's confirmation.
-#[allow(clippy::too_many_arguments)] // the flow's request, one argument for each part
-fn record<T: Tool>(
+fn record(
     ctx: &Ctx,
-    tool: &T,
     identity: &ToolIdentity,
     envelope: &Envelope,
     session_id: &SessionId,
-    parameters: &Map<String, Value>,
+    validated: &Validated,
     trace_id: &str,
-    validation: gatehouse_store::ToolExecution<'_>,
 ) -> Result<(ToolCall, String), ApiError> {
     let config = ctx.config();
     let callback_url = config.checked_callback_url(Some(&envelope.callback_url))?;
     let id = gatehouse_platform::new_tool_call_id();
-    let summary = tool.summarize(parameters);
     let new_call = NewCall {
         tool_call_id: &id,
         session_id,
@@ -135,15 +121,15 @@ fn record<T: Tool>(
         intent_id: envelope.intent_id.as_deref(),
         function_name: &identity.tool,
         component: &identity.component,
-        parameters,
-        summary: &summary,
+        parameters: &validated.parameters,
+        summary: &validated.summary,
         callback_url: callback_url.as_deref(),
         idempotency_key: None,
         request_fingerprint: "",
         trace_id,
         ttl_seconds: config.pending_ttl_seconds()?,
-        needs_checkpoint: tool.describe().needs_checkpoint,
-        validation: Some(validation),
+        needs_checkpoint: validated.needs_checkpoint,
+        validation: validated.execution.as_ref().map(|e| validated_row(e, None, Some(trace_id))),
     };
     let db = ctx.db()?;
     if !matches!(gatehouse_store::insert_call(&db, &new_call)?, Created::New(_)) {

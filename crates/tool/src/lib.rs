@@ -12,4 +12,4 @@ mod server;
 
 pub use client::{ToolClient, ToolError};
 pub use registry::{RegistryEntry, ToolRegistry, ToolTarget};
-pub use server::{Tool, ToolFailure, contract_routes, describe_as, identity, serve_tool};
+pub use server::{Tool, ToolFailure, accept, contract_routes, describe_as, identity, serve_tool};

@@ -147,18 +147,11 @@ async fn run<T: Tool>(
         |v: Result<Value, serde_json::Error>| v.map_err(|e| ToolRefusal { error: e.to_string(), fields: vec![] });
     match op {
         Operation::Describe => to_value(serde_json::to_value(description)),
-        Operation::Validate => match tool.validate(request.parameters.clone()).and_then(|parameters| {
-            let problems = tool.check_references(&parameters, request.session_id.as_ref());
-            if problems.is_empty() { Ok(parameters) } else { Err(problems) }
-        }) {
-            Ok(parameters) => {
-                let summary = tool.summarize(&parameters);
-                let needs_checkpoint = description.needs_checkpoint;
-                let execution = Some(execution.handed_over());
-                to_value(serde_json::to_value(Validated { parameters, summary, needs_checkpoint, execution }))
-            }
-            Err(fields) => Err(ToolRefusal { error: "Some of the details aren't valid.".into(), fields }),
-        },
+        Operation::Validate => {
+            let validated =
+                accept(tool, description, request.parameters.clone(), request.session_id.as_ref(), execution)?;
+            to_value(serde_json::to_value(validated))
+        }
         Operation::Summarize => {
             to_value(serde_json::to_value(Summary { summary: tool.summarize(&request.parameters) }))
         }
@@ -171,6 +164,32 @@ async fn run<T: Tool>(
             tool.discard(request).await.map_err(failed)?;
             Ok(serde_json::json!({"discarded": true}))
         }
+    }
+}
+
+/// A `validate`, as the contract answers it and as a direct flow runs it in-process: the
+/// tool's own checks, then the references the parameters make to stored state. Accepted, it is
+/// the normalized parameters with the sentence to speak, whether a checkpoint follows, and the
+/// history row `execution` hands to the caller; refused, every problem found.
+pub fn accept<T: Tool>(
+    tool: &T,
+    description: &ToolDescription,
+    parameters: Map<String, Value>,
+    session: Option<&SessionId>,
+    execution: &Execution,
+) -> Result<Validated, ToolRefusal> {
+    let checked = tool.validate(parameters).and_then(|parameters| {
+        let problems = tool.check_references(&parameters, session);
+        if problems.is_empty() { Ok(parameters) } else { Err(problems) }
+    });
+    match checked {
+        Ok(parameters) => Ok(Validated {
+            summary: tool.summarize(&parameters),
+            needs_checkpoint: description.needs_checkpoint,
+            execution: Some(execution.handed_over()),
+            parameters,
+        }),
+        Err(fields) => Err(ToolRefusal { error: "Some of the details aren't valid.".into(), fields }),
     }
 }
 
