@@ -125,8 +125,7 @@ async fn the_test_runner_refuses_a_query_that_returns_no_rows() -> Result<()> {
     let without_guard = RunnerOptions {
         variables,
         env: vec![("GATEHOUSE_REFUSE_ZERO_ROW_QUERIES".into(), "false".into())],
-        extra_args: Vec::new(),
-        listen: None,
+        ..Default::default()
     };
     let unguarded = Runner::start(&fixture_manifest(), without_guard)?;
     let answer: Value = http().get(unguarded.url("/pg/error")).query(&[("sql", sql)]).send().await?.json().await?;
@@ -152,7 +151,7 @@ const LIFECYCLE_COMPONENTS: [&str; 13] = [
 ];
 
 fn options(variables: Vec<(String, String)>, extra_args: Vec<String>) -> RunnerOptions {
-    RunnerOptions { variables, env: Vec::new(), extra_args, listen: None }
+    RunnerOptions { variables, extra_args, ..Default::default() }
 }
 
 /// The lifecycle on one host, Gmail and vector search on another, one database: the registry

@@ -50,7 +50,7 @@ impl Host {
         let address = format!("127.0.0.1:{}", free_port()?);
         let mut extra_args = select_components(components);
         extra_args.extend(args.iter().map(|a| (*a).to_owned()));
-        let options = RunnerOptions { variables, env: Vec::new(), extra_args, listen: Some(address.clone()) };
+        let options = RunnerOptions { variables, extra_args, listen: Some(address.clone()), ..Default::default() };
         Ok(Host { name: name.to_owned(), address, options, runner: None })
     }
 

@@ -27,6 +27,12 @@ pub fn gatehouse_bin() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target/release/gatehouse"))
 }
 
+/// The runner built on the wasmtime of an older Spin release (`crates/pinned-hosts`), e.g.
+/// `gatehouse-wasmtime42`, beside [`gatehouse_bin`].
+pub fn pinned_host_bin(name: &str) -> PathBuf {
+    gatehouse_bin().with_file_name(name)
+}
+
 pub fn database_url() -> String {
     std::env::var("DATABASE_URL").expect("DATABASE_URL is not set: run the tests through scripts/test")
 }
@@ -55,6 +61,9 @@ pub struct RunnerOptions {
     /// The address to listen on; `None` picks a free loopback port. A fixed address lets a
     /// host be stopped and started again where a proxy or another host expects it.
     pub listen: Option<String>,
+    /// The runner binary; `None` is [`gatehouse_bin`]. A host pinned to an older wasmtime
+    /// ([`pinned_host_bin`]) takes the same arguments.
+    pub binary: Option<PathBuf>,
 }
 
 /// `gatehouse up` arguments that serve only these components (`--component-id`, repeated).
@@ -71,7 +80,7 @@ pub struct Runner {
 
 /// `gatehouse up` on a free port against the test database, with the test token.
 fn up_command(manifest: &Path, options: &RunnerOptions) -> Command {
-    let mut command = Command::new(gatehouse_bin());
+    let mut command = Command::new(options.binary.clone().unwrap_or_else(gatehouse_bin));
     command
         .arg("up")
         .arg("--manifest")
@@ -100,7 +109,7 @@ impl Runner {
     pub fn start(manifest: &Path, options: RunnerOptions) -> Result<Runner> {
         let mut command = up_command(manifest, &options);
         command.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = command.spawn().with_context(|| format!("spawning {}", gatehouse_bin().display()))?;
+        let mut child = command.spawn().with_context(|| format!("spawning {:?}", command.get_program()))?;
         let logs = Arc::new(Mutex::new(Vec::new()));
         let stderr = child.stderr.take().context("no stderr")?;
         let sink = logs.clone();

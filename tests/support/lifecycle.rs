@@ -51,12 +51,7 @@ pub fn lifecycle_options(extra: &[(&str, &str)], args: &[&str]) -> RunnerOptions
         variables.retain(|(n, _)| n != name);
         variables.push(((*name).into(), (*value).into()));
     }
-    RunnerOptions {
-        variables,
-        env: Vec::new(),
-        extra_args: args.iter().map(|a| (*a).to_owned()).collect(),
-        listen: None,
-    }
+    RunnerOptions { variables, extra_args: args.iter().map(|a| (*a).to_owned()).collect(), ..Default::default() }
 }
 
 /// A JSON answer: status and body (`Null` if the body is not JSON).

@@ -108,6 +108,11 @@ fn gatehouse(args: &[&str], url: &str) -> Result<()> {
 /// The shipped application (spin.toml) on the knowledge-base database; `extra` variables
 /// override the defaults.
 pub async fn start(extra: &[(&str, &str)]) -> Result<(App, String)> {
+    start_on(None, extra).await
+}
+
+/// [`start`], served by `binary` (a pinned host, say) instead of the runner.
+pub async fn start_on(binary: Option<PathBuf>, extra: &[(&str, &str)]) -> Result<(App, String)> {
     let url = knowledge_base_database().await?;
     let mut variables: Vec<(String, String)> = vec![
         ("tool_registry".into(), VECTOR_REGISTRY.into()),
@@ -123,7 +128,8 @@ pub async fn start(extra: &[(&str, &str)]) -> Result<(App, String)> {
         variables,
         env: vec![("DATABASE_URL".into(), url.clone())],
         extra_args: vec!["--sweep-interval".into(), "0".into()],
-        listen: None,
+        binary,
+        ..Default::default()
     };
     let runner = Runner::start(&app_manifest(), options)?;
     Ok((App { runner, http: reqwest::Client::new(), database_url: url.clone() }, url))

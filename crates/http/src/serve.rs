@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use gatehouse_domain::ApiError;
-use spin_sdk::http::{Fields, Headers, IncomingRequest, OutgoingResponse, Request, Response, ResponseOutparam};
+use spin_sdk::http::{Fields, IncomingRequest, Method, OutgoingResponse, Request, Response, ResponseOutparam};
 
 use crate::body::MAX_BODY_BYTES;
 use crate::response::error_response;
@@ -47,10 +47,10 @@ where
 {
     let limit = MAX_BODY_BYTES;
     let clock = Instant::now();
-    let headers = req.headers();
-    gatehouse_platform::begin_span(component, first_header(&headers, "traceparent").as_deref());
-    let access = AccessLine::of(&req, &headers);
-    let outcome = match read_request(req, headers, limit).await {
+    let head = RequestHead::read(&req);
+    gatehouse_platform::begin_span(component, head.first("traceparent").as_deref());
+    let access = AccessLine::of(&head);
+    let outcome = match read_request(req, head, limit).await {
         Ok(request) => handler(request).await,
         Err(error) => Err(error),
     };
@@ -80,12 +80,11 @@ struct AccessLine {
 }
 
 impl AccessLine {
-    fn of(req: &IncomingRequest, headers: &Headers) -> AccessLine {
-        let path = req.path_with_query().unwrap_or_default();
-        let path = path.split('?').next().unwrap_or_default().to_owned();
+    fn of(head: &RequestHead) -> AccessLine {
+        let path = head.path_with_query.split('?').next().unwrap_or_default().to_owned();
         // The route pattern (`/voice-tools/confirm/:id`); a chained request matches `/...`.
-        let route = first_header(headers, "spin-matched-route").unwrap_or_else(|| path.clone());
-        AccessLine { method: req.method().to_string(), route, path }
+        let route = head.first("spin-matched-route").unwrap_or_else(|| path.clone());
+        AccessLine { method: head.method.to_string(), route, path }
     }
 
     fn write(self, status: u16, clock: Instant) {
@@ -121,14 +120,46 @@ async fn send_response(out: ResponseOutparam, response: Response) {
     }
 }
 
+/// The request's method, target and headers, copied out of the host's resources.
+///
+/// The `headers` handle is a child of the request, and reading the body consumes the request:
+/// Spin 3.x's wasmtime refuses to drop a resource while a child of it is alive ("resource has
+/// children"), so no handle may outlive this function (docs/architecture.md, "Hosts pinned to
+/// Spin's wasmtime").
+struct RequestHead {
+    method: Method,
+    uri: String,
+    path_with_query: String,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+impl RequestHead {
+    fn read(req: &IncomingRequest) -> RequestHead {
+        let headers = req.headers().entries();
+        RequestHead {
+            method: req.method(),
+            uri: req.uri(),
+            path_with_query: req.path_with_query().unwrap_or_default(),
+            headers,
+        }
+    }
+
+    /// The first value of header `name`, if it is UTF-8.
+    fn first(&self, name: &str) -> Option<String> {
+        let (_, value) = self.headers.iter().find(|(seen, _)| seen.eq_ignore_ascii_case(name))?;
+        std::str::from_utf8(value).ok().map(str::to_owned)
+    }
+}
+
 /// Spin's own conversion to `Request` buffers the whole body first; this one stops
 /// reading as soon as the cap is passed.
-async fn read_request(incoming: IncomingRequest, headers: Headers, limit: usize) -> Result<Request, ApiError> {
-    if declared_length(&headers).is_some_and(|length| length > limit) {
+async fn read_request(incoming: IncomingRequest, head: RequestHead, limit: usize) -> Result<Request, ApiError> {
+    let declared_length = head.first("content-length").and_then(|length| length.trim().parse::<usize>().ok());
+    if declared_length.is_some_and(|length| length > limit) {
         return Err(ApiError::payload_too_large(limit));
     }
     let mut builder = Request::builder();
-    builder.method(incoming.method()).uri(incoming.uri()).headers(combine_repeated(headers.entries()));
+    builder.method(head.method).uri(head.uri).headers(combine_repeated(head.headers));
 
     let mut body = Vec::new();
     let mut chunks = pin!(incoming.into_body_stream());
@@ -161,15 +192,6 @@ fn combine_repeated(entries: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
         }
     }
     combined
-}
-
-fn declared_length(headers: &Headers) -> Option<usize> {
-    first_header(headers, "content-length")?.trim().parse().ok()
-}
-
-fn first_header(headers: &Headers, name: &str) -> Option<String> {
-    let values = headers.get(name);
-    values.first().and_then(|value| std::str::from_utf8(value).ok()).map(str::to_owned)
 }
 
 #[cfg(test)]

@@ -7,10 +7,6 @@ use gatehouse_embedded_pg::{EmbeddedPostgres, PgInstall};
 
 use gatehouse_spin_host::pg_connect::PgTarget;
 
-mod embedded {
-    refinery::embed_migrations!("../../migrations");
-}
-
 /// A database to serve from; an embedded server stops when this is dropped or `stop`ped.
 pub(crate) struct Database {
     pub(crate) url: String,
@@ -86,22 +82,14 @@ pub(crate) fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()>
     Ok(())
 }
 
-/// Serializes migrations of several runners started at once against one database.
-const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
-
-/// Applies every migration not yet applied, each in its own transaction. Several runners may
-/// start at once against one database: an advisory lock lets one migrate while the others wait.
+/// Applies every migration not yet applied (see `gatehouse-migrations`).
 pub(crate) async fn migrate(url: &str) -> Result<Vec<String>> {
     let (mut client, driver) =
         gatehouse_spin_host::pg_connect::connect(url).await.context("connecting to the database to migrate")?;
-    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
-    let report =
-        embedded::migrations::runner().set_grouped(false).run_async(&mut client).await.context("applying migrations");
-    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
-    let report = report?;
+    let applied = gatehouse_migrations::apply(&mut client).await?;
     drop(client);
     let _ = driver.await;
-    Ok(report.applied_migrations().iter().map(|m| m.to_string()).collect())
+    Ok(applied)
 }
 
 #[cfg(test)]

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderValue, Method, Request};
-use http_body_util::{BodyExt, Full};
+use http::Method;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -77,49 +76,24 @@ async fn sweep_loop(app: Arc<App>, component: String, interval: Duration, mut st
     }
 }
 
-/// One `POST /sweep` with `{}` to the component; the answer is read to the end and dropped.
+/// One `POST /sweep` with `{}` to the component; the answer is read to the end (so a guest
+/// that streams it is not cut off mid-write) and dropped.
 async fn sweep_once(app: &App, component: &str) {
     let started = Instant::now();
-    let request = match sweep_request(component) {
-        Ok(request) => request,
-        Err(e) => {
-            log::warn("sweep request could not be built", json!({"component": component, "error": e.to_string()}));
-            return;
-        }
-    };
-    let response = match app.dispatch_chained(component, request).await {
-        Ok(response) => response,
-        Err(e) => {
-            log::warn("sweep failed", json!({"component": component, "error": e.to_string()}));
-            return;
-        }
-    };
-    let status = response.status();
-    // Read the body to the end so a guest that streams its answer is not cut off mid-write.
-    let read = response.into_body().collect().await.map(drop);
+    let answer = app.call_component(component, Method::POST, SWEEP_PATH, Bytes::from_static(b"{}")).await;
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let status = match answer {
+        Ok((status, _body)) => status,
+        Err(e) => {
+            log::warn("sweep failed", json!({"component": component, "error": format!("{e:#}")}));
+            return;
+        }
+    };
     if !status.is_success() {
         log::warn(
             "sweep answered with an error status",
             json!({"component": component, "status": status.as_u16(), "duration_ms": duration_ms}),
         );
-    } else if let Err(e) = read {
-        log::warn(
-            "sweep response body could not be read",
-            json!({"component": component, "status": status.as_u16(), "error": e.to_string()}),
-        );
     }
     log::debug("sweep", json!({"component": component, "status": status.as_u16(), "duration_ms": duration_ms}));
-}
-
-fn sweep_request(component: &str) -> Result<Request<wasmtime_wasi_http::WasiBody>, http::Error> {
-    let host = format!("{component}.spin.internal");
-    let body = Full::new(Bytes::from_static(b"{}")).map_err(|never| match never {}).boxed_unsync();
-    Request::builder()
-        .method(Method::POST)
-        .uri(format!("http://{host}{SWEEP_PATH}"))
-        // A guest's chained request carries its authority as Host; so does this one.
-        .header(http::header::HOST, &host)
-        .header(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .body(body)
 }

@@ -10,22 +10,20 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use gatehouse_domain::{ApiError, ErrorCode};
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 use tokio::sync::Semaphore;
 use wasmtime::component::Linker;
 use wasmtime::{Store, UpdateDeadline};
-use wasmtime_wasi_http::p2::bindings::ProxyPre;
-use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
-use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
-use wasmtime_wasi_http::{Error as HttpError, WasiHttpView};
 
+use crate::chaining::{ChainError, ChainedResponse, Outbound, ServeChained};
 use crate::host::{self, ComponentRuntime, HostState, LocalModels, PgPools, ZeroRows};
 use crate::manifest::Manifest;
 use crate::outbound::AllowedHosts;
 use crate::routing::{RouteMatch, Router};
 use crate::variables::{ResolvedVariables, VariableSources};
+use crate::wasi_http::{self, Body, Handler};
 
 pub struct AppConfig {
     pub manifest_path: PathBuf,
@@ -56,7 +54,7 @@ pub struct AppConfig {
 }
 
 struct LoadedComponent {
-    pre: ProxyPre<HostState>,
+    handler: Handler<HostState>,
     runtime: Arc<ComponentRuntime>,
 }
 
@@ -120,8 +118,7 @@ impl App {
             let source = manifest.source_path(&manifest_dir, id).context("component source")?;
             let component = crate::engine::load_component(&engine, &source, &config.cache_dir, &config.build_command)
                 .with_context(|| format!("loading component '{id}' from {}", source.display()))?;
-            let pre = ProxyPre::new(linker.instantiate_pre(&component)?)
-                .map_err(anyhow::Error::from)
+            let handler = wasi_http::handler(linker.instantiate_pre(&component)?)
                 .with_context(|| format!("component '{id}' is not a wasi:http incoming-handler"))?;
             let allowed: Vec<String> = decl
                 .allowed_outbound_hosts
@@ -132,12 +129,12 @@ impl App {
             let runtime = ComponentRuntime {
                 id: Arc::from(id.as_str()),
                 variables: variables.for_component(&decl.variables)?,
-                allowed_hosts: AllowedHosts::parse(&allowed).with_context(|| format!("component '{id}'"))?,
+                allowed_hosts: Arc::new(AllowedHosts::parse(&allowed).with_context(|| format!("component '{id}'"))?),
                 environment: decl.environment.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 ai_models: decl.ai_models.clone(),
                 models: models.clone(),
             };
-            components.insert(id.clone(), LoadedComponent { pre, runtime: Arc::new(runtime) });
+            components.insert(id.clone(), LoadedComponent { handler, runtime: Arc::new(runtime) });
         }
         let name = manifest.application.name.clone();
         Ok(Arc::new_cyclic(|this| App {
@@ -179,11 +176,7 @@ impl App {
     }
 
     /// Serves a request from the network: public routes only.
-    pub async fn handle_inbound(
-        &self,
-        request: Request<hyper::body::Incoming>,
-        client: SocketAddr,
-    ) -> Response<HyperOutgoingBody> {
+    pub async fn handle_inbound(&self, request: Request<hyper::body::Incoming>, client: SocketAddr) -> Response<Body> {
         let path = request.uri().path().to_owned();
         if path.starts_with(crate::well_known::PREFIX) {
             return crate::well_known::answer(self, &path);
@@ -210,21 +203,41 @@ impl App {
                 );
             }
         };
-        let request = Request::from_parts(parts, Full::new(body));
+        let request = Request::from_parts(parts, full_body(body));
         match self.dispatch(route, request, Origin::Client(client)).await {
             Ok(response) => response,
             Err(e) => failure_response(&e),
         }
     }
 
-    /// Serves `http://<component>.spin.internal/...` for another component.
-    pub async fn dispatch_chained(
+    /// Sends `component` a request as another component's `http://<component>.spin.internal`
+    /// would, and reads its answer to the end: how the host reaches a private route itself
+    /// (the periodic sweep).
+    pub async fn call_component(
         &self,
         component: &str,
-        request: Request<wasmtime_wasi_http::WasiBody>,
-    ) -> Result<Response<HyperOutgoingBody>, HttpError> {
+        method: Method,
+        path: &str,
+        json_body: Bytes,
+    ) -> Result<(StatusCode, Bytes)> {
+        let host = format!("{component}{}", crate::outbound::CHAINING_SUFFIX);
+        let request = Request::builder()
+            .method(method)
+            .uri(format!("http://{host}{path}"))
+            // A guest's chained request carries its authority as Host; so does this one.
+            .header(http::header::HOST, &host)
+            .header(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(full_body(json_body))?;
+        let response = self.dispatch_chained(component, request).await?;
+        let status = response.status();
+        let body = response.into_body().collect().await.map_err(|e| anyhow::anyhow!("{e:?}"))?.to_bytes();
+        Ok((status, body))
+    }
+
+    /// Serves `http://<component>.spin.internal/...` for another component.
+    async fn dispatch_chained(&self, component: &str, request: Request<Body>) -> Result<Response<Body>, ChainError> {
         if !self.components.contains_key(component) {
-            return Err(HttpError::DestinationNotFound);
+            return Err(ChainError::UnknownComponent(component.to_owned()));
         }
         let route = RouteMatch::chained(component, request.uri().path());
         match self.dispatch(route, request, Origin::Chained).await {
@@ -233,24 +246,17 @@ impl App {
         }
     }
 
-    async fn dispatch<B>(
-        &self,
-        route: RouteMatch,
-        mut request: Request<B>,
-        origin: Origin,
-    ) -> Result<Response<HyperOutgoingBody>>
-    where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<HttpError>,
-    {
+    async fn dispatch(&self, route: RouteMatch, mut request: Request<Body>, origin: Origin) -> Result<Response<Body>> {
         let component = self.components.get(&route.component).context("routed to an unknown component")?;
         set_spin_headers(&mut request, &route, &origin);
         let id = component.runtime.id.clone();
         let timeout = self.request_timeout;
         let arrived = Instant::now();
         let deadline = arrived + timeout;
-        let state = HostState::new(self.this.clone(), component.runtime.clone(), self.pg.clone());
-        let mut store = Store::new(component.pre.engine(), state);
+        let chain: Weak<dyn ServeChained<Body>> = self.this.clone();
+        let outbound = Outbound::new(id.clone(), component.runtime.allowed_hosts.clone(), chain);
+        let state = HostState::new(outbound, component.runtime.clone(), self.pg.clone());
+        let mut store = Store::new(component.handler.engine(), state);
         store.limiter(|state| &mut state.limits);
         // Called at the first epoch check after each tick: past the deadline the guest traps;
         // before it, a guest that has been at work longer than a request normally takes
@@ -267,10 +273,8 @@ impl App {
                 Ok(UpdateDeadline::Continue(1))
             }
         });
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let incoming = store.data_mut().http().new_incoming_request(Scheme::Http, request)?;
-        let outparam = store.data_mut().http().new_response_outparam(sender)?;
-        let pre = component.pre.clone();
+        let (exchange, receiver) = wasi_http::exchange(&mut store, request)?;
+        let handler = component.handler.clone();
         let instances = self.instances.clone();
         // The guest runs in its own task so it can keep working after it has sent its response,
         // as Spin allows; the store lives as long as that task, and at most until the deadline.
@@ -286,11 +290,7 @@ impl App {
                 };
                 // The timeout also ends a guest blocked in a host call (a query or an outbound
                 // request that never returns), which the epoch callback cannot reach.
-                let run = async {
-                    let proxy = pre.instantiate_async(&mut store).await?;
-                    proxy.wasi_http_incoming_handler().call_handle(&mut store, incoming, outparam).await
-                };
-                let outcome = tokio::time::timeout_at(deadline, run).await;
+                let outcome = tokio::time::timeout_at(deadline, wasi_http::run(&handler, &mut store, exchange)).await;
                 // The store first: dropping it gives the instance back to the pool, and only then
                 // may the permit let another request instantiate.
                 drop(store);
@@ -320,6 +320,17 @@ impl App {
             }
         }
     }
+}
+
+impl ServeChained<Body> for App {
+    fn serve_chained(self: Arc<Self>, component: String, request: Request<Body>) -> ChainedResponse<Body> {
+        Box::pin(async move { self.dispatch_chained(&component, request).await })
+    }
+}
+
+/// A body the host has whole.
+fn full_body(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
 }
 
 /// The embedding model the components may share. It loads on first use; a component that lists
@@ -410,18 +421,13 @@ fn set_spin_headers<B>(request: &mut Request<B>, route: &RouteMatch, origin: &Or
 
 /// An answer of the runner's own, in the shape of the API's errors (`{"error": sentence,
 /// "code": code}`), so a client parses one format whether the runner or a component refused.
-pub(crate) fn error_response(status: StatusCode, code: &str, message: &str) -> Response<HyperOutgoingBody> {
+pub(crate) fn error_response(status: StatusCode, code: &str, message: &str) -> Response<Body> {
     host_response(status, "application/json", json!({"error": message, "code": code}).to_string())
 }
 
 /// A response the host writes itself, not a guest.
-pub(crate) fn host_response(
-    status: StatusCode,
-    content_type: &'static str,
-    body: String,
-) -> Response<HyperOutgoingBody> {
-    let body = Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync();
-    let mut response = Response::new(body);
+pub(crate) fn host_response(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
+    let mut response = Response::new(full_body(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
@@ -429,7 +435,7 @@ pub(crate) fn host_response(
 
 /// The answer to a request whose guest failed before responding. The error itself is logged,
 /// never sent: it can name internals a client has no business reading.
-fn failure_response(error: &anyhow::Error) -> Response<HyperOutgoingBody> {
+fn failure_response(error: &anyhow::Error) -> Response<Body> {
     if let Some(stopped) = error.downcast_ref::<DeadlineExceeded>() {
         crate::log::warn(
             "component ran past its deadline and was stopped",
@@ -453,7 +459,7 @@ fn failure_response(error: &anyhow::Error) -> Response<HyperOutgoingBody> {
 mod tests {
     use super::*;
 
-    async fn read(response: Response<HyperOutgoingBody>) -> (StatusCode, String, serde_json::Value) {
+    async fn read(response: Response<Body>) -> (StatusCode, String, serde_json::Value) {
         let status = response.status();
         let content_type = response
             .headers()

@@ -10,6 +10,10 @@
 //! ([`AppConfig`], [`log::debug_from_env`]); the periodic sweep, the database and its
 //! migrations, and the dev-mode defaults are the CLI's.
 //!
+//! The same sources also build hosts on older wasmtime releases, for CI (`crates/pinned-hosts`):
+//! the build script sets `wasmtime_major` from the wasmtime this package depends on, and only
+//! `wasi_http` differs between them.
+//!
 //! It may depend on wasmtime and its WASI crates, the HTTP and PostgreSQL stacks,
 //! `gatehouse-embeddings` (the model behind `fermyon:spin/llm`) and `gatehouse-domain` (the
 //! API's error codes and sentences, which the host's own answers use, and the SQL statement
@@ -17,6 +21,7 @@
 #![warn(unreachable_pub)]
 
 mod app;
+mod chaining;
 mod engine;
 mod host;
 pub mod log;
@@ -27,6 +32,9 @@ mod routing;
 mod selection;
 mod server;
 pub mod variables;
+#[cfg_attr(wasmtime_major = "48", path = "wasi_http/wasmtime48.rs")]
+#[cfg_attr(any(wasmtime_major = "42", wasmtime_major = "44"), path = "wasi_http/wasmtime42_44.rs")]
+mod wasi_http;
 mod well_known;
 
 // Generated: the host uses the linker half; the instantiation helpers are for embedders that

@@ -38,6 +38,9 @@ pub(crate) struct AllowedHosts {
     entries: Vec<Entry>,
 }
 
+/// The host name suffix of service chaining: `http://<component id>.spin.internal/...`.
+pub(crate) const CHAINING_SUFFIX: &str = ".spin.internal";
+
 pub(crate) fn default_port(scheme: &str) -> Option<u16> {
     match scheme {
         "http" => Some(80),

@@ -9,10 +9,8 @@
 use std::collections::BTreeSet;
 
 use crate::manifest::Manifest;
+use crate::outbound::CHAINING_SUFFIX;
 use crate::variables::{ResolvedVariables, VariableError};
-
-/// The host name suffix of service chaining.
-const CHAINING_SUFFIX: &str = ".spin.internal";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub(crate) enum SelectionError {

@@ -69,7 +69,7 @@ async fn handle(
     app: &App,
     request: hyper::Request<hyper::body::Incoming>,
     client: SocketAddr,
-) -> hyper::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody> {
+) -> hyper::Response<crate::wasi_http::Body> {
     let started = std::time::Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_owned();

@@ -5,9 +5,9 @@
 
 use http::{Response, StatusCode};
 use serde_json::json;
-use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::app::{App, error_response, host_response};
+use crate::wasi_http::Body;
 
 const TEXT: &str = "text/plain";
 
@@ -15,7 +15,7 @@ const TEXT: &str = "text/plain";
 pub(crate) const PREFIX: &str = "/.well-known/spin/";
 
 /// The host's own answer to a path under [`PREFIX`].
-pub(crate) fn answer(app: &App, path: &str) -> Response<HyperOutgoingBody> {
+pub(crate) fn answer(app: &App, path: &str) -> Response<Body> {
     match path.strip_prefix(PREFIX) {
         Some("health") if app.is_draining() => host_response(StatusCode::SERVICE_UNAVAILABLE, TEXT, "draining".into()),
         Some("health") => host_response(StatusCode::OK, TEXT, "OK".into()),
@@ -23,6 +23,7 @@ pub(crate) fn answer(app: &App, path: &str) -> Response<HyperOutgoingBody> {
             let info = json!({
                 "application": app.name(),
                 "host": concat!("gatehouse-spin-host ", env!("CARGO_PKG_VERSION")),
+                "wasmtime": env!("GATEHOUSE_WASMTIME_VERSION"),
                 "ready": !app.is_draining(),
             });
             host_response(StatusCode::OK, "application/json", info.to_string())

@@ -106,9 +106,9 @@ impl Host for HostState {
 mod tests {
     use std::collections::HashMap;
     use std::path::Path;
-    use std::sync::Weak;
 
     use super::*;
+    use crate::chaining::Outbound;
     use crate::host::{ComponentRuntime, PgPools};
     use crate::outbound::AllowedHosts;
 
@@ -120,12 +120,13 @@ mod tests {
         let component = ComponentRuntime {
             id: Arc::from("searcher"),
             variables: HashMap::new(),
-            allowed_hosts: AllowedHosts::parse::<&str>(&[]).unwrap(),
+            allowed_hosts: Arc::new(AllowedHosts::default()),
             environment: Vec::new(),
             ai_models: ai_models.iter().map(|m| (*m).to_owned()).collect(),
             models,
         };
-        HostState::new(Weak::new(), Arc::new(component), Arc::new(PgPools::new(1)))
+        let outbound = Outbound::unchained(component.id.clone(), component.allowed_hosts.clone());
+        HostState::new(outbound, Arc::new(component), Arc::new(PgPools::new(1)))
     }
 
     #[tokio::test]

@@ -1,19 +1,17 @@
 //! The per-request store state: WASI, wasi:http with Spin's outbound rules, and the Spin host
 //! interfaces (`spin:postgres/postgres@4.0.0`, `fermyon:spin/variables@2.0.0`,
 //! `fermyon:spin/llm@2.0.0`).
-mod http_hooks;
 mod llm;
 mod pg_values;
 mod postgres;
 mod variables;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 pub(crate) use self::llm::LocalModels;
 pub(crate) use self::postgres::PgPools;
@@ -21,15 +19,16 @@ pub use self::postgres::ZeroRows;
 // `pub`, not `pub(crate)`: the generated bindings re-export it with `pub use`.
 #[allow(unreachable_pub)]
 pub use self::postgres::PgConnection;
-use crate::app::App;
+use crate::chaining::Outbound;
 use crate::log::GuestOutput;
 use crate::outbound::AllowedHosts;
+use crate::wasi_http::{Body, HttpState};
 
 /// What a component is allowed and given, fixed at start-up.
 pub(crate) struct ComponentRuntime {
     pub id: Arc<str>,
     pub variables: HashMap<String, String>,
-    pub allowed_hosts: AllowedHosts,
+    pub allowed_hosts: Arc<AllowedHosts>,
     pub environment: Vec<(String, String)>,
     /// The manifest's `ai_models`: the only models the component may name.
     pub ai_models: Vec<String>,
@@ -58,9 +57,8 @@ fn store_limits() -> StoreLimits {
 
 pub(crate) struct HostState {
     wasi: WasiCtx,
-    http: WasiHttpCtx,
+    http: HttpState,
     table: ResourceTable,
-    hooks: http_hooks::OutboundHooks,
     component: Arc<ComponentRuntime>,
     pg: Arc<PgPools>,
     /// Installed with `Store::limiter`, which asks for it on every memory or table growth.
@@ -68,7 +66,8 @@ pub(crate) struct HostState {
 }
 
 impl HostState {
-    pub(crate) fn new(app: Weak<App>, component: Arc<ComponentRuntime>, pg: Arc<PgPools>) -> HostState {
+    /// The state of one request's store: `outbound` decides where the guest's own requests go.
+    pub(crate) fn new(outbound: Outbound<Body>, component: Arc<ComponentRuntime>, pg: Arc<PgPools>) -> HostState {
         let mut wasi = WasiCtx::builder();
         wasi.stdout(GuestOutput::new(component.id.clone(), "stdout"))
             .stderr(GuestOutput::new(component.id.clone(), "stderr"));
@@ -77,9 +76,8 @@ impl HostState {
         }
         HostState {
             wasi: wasi.build(),
-            http: WasiHttpCtx::new(),
+            http: HttpState::new(outbound),
             table: ResourceTable::new(),
-            hooks: http_hooks::OutboundHooks::new(app, component.clone()),
             component,
             pg,
             limits: store_limits(),
@@ -93,16 +91,11 @@ impl WasiView for HostState {
     }
 }
 
-impl WasiHttpView for HostState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hooks }
-    }
-}
+crate::wasi_http::impl_wasi_http_view!(HostState, http, table);
 
 /// Every interface a Gatehouse component may import.
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> anyhow::Result<()> {
-    wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
+    crate::wasi_http::add_to_linker(linker)?;
     crate::bindings::SpinHost::add_to_linker::<HostState, HasSelf<HostState>>(linker, |state| state)?;
     Ok(())
 }
