@@ -162,6 +162,8 @@ struct Calls {
     completed: String,
     /// Left at the checkpoint, for the health page's countdown.
     prepared: String,
+    /// Stuck in its `execute` past its worker's lease, with no sweeper to take it over.
+    stuck: String,
 }
 
 async fn make_calls(app: &App, relay: &Relay, session: &str) -> Result<Calls> {
@@ -196,7 +198,12 @@ async fn make_calls(app: &App, relay: &Relay, session: &str) -> Result<Calls> {
     ensure!(app.confirm(&prepared).await?.status == 202, "confirm");
     app.wait_for(&prepared, "PREPARED", SETTLE).await?;
     relay.wait_for(&prepared, "checkpoint", SETTLE).await?;
-    Ok(Calls { corrected, cancelled, failed, completed, prepared })
+    // Executing for a minute, past its one-second lease: overdue, since nothing sweeps.
+    let stuck = app
+        .create_id(session, json!({"to": "gus@example.com", "checkpoint": false, "delay_ms": {"execute": 60000}}), None)
+        .await?;
+    ensure!(app.confirm(&stuck).await?.status == 202, "confirm");
+    Ok(Calls { corrected, cancelled, failed, completed, prepared, stuck })
 }
 
 /// The tool's executions in the database by outcome, once the history has stopped growing
@@ -226,7 +233,8 @@ async fn settled_counts(db: &tokio_postgres::Client) -> Result<(i64, i64, i64)> 
 #[tokio::test]
 async fn the_dashboard_in_a_real_browser() -> Result<()> {
     let scratch = ScratchDatabase::create("dashboard").await?;
-    let app = App::start(scratch.serve(lifecycle_options(&[], &["--sweep-interval", "0"]))).await?;
+    let lease = [("execution_lease_seconds", "1")];
+    let app = App::start(scratch.serve(lifecycle_options(&lease, &["--sweep-interval", "0"]))).await?;
     let relay = Relay::start().await?;
     let session = unique("dash");
     let calls = make_calls(&app, &relay, &session).await?;
@@ -292,6 +300,16 @@ async fn drive(
     ] {
         wait_for_text(browser, &format!("tr[data-call='{id}']"), status).await?;
     }
+    // What each waiting or working call is doing, and for how long.
+    wait_for_text(browser, &format!("tr[data-call='{}'] td.doing", calls.prepared), "waiting at the checkpoint")
+        .await?;
+    wait_for_text(browser, &format!("tr[data-call='{}'] td.doing", calls.corrected), "waiting for confirmation")
+        .await?;
+    let stuck = wait_for_text(browser, &format!("tr[data-call='{}'] td.doing", calls.stuck), "executing").await?;
+    wait_for_text(browser, &format!("tr[data-call='{}'] td.doing", calls.stuck), "overdue").await?;
+    ensure!(stuck.contains("executing"), "{stuck}");
+    let in_state = wait_for_text(browser, &format!("tr[data-call='{}'] td.in-state", calls.stuck), "s").await?;
+    ensure!(in_state.chars().any(|c| c.is_ascii_digit()), "time in state: {in_state}");
     let url = browser.current_url().await?;
     ensure!(!url.as_str().contains(TOKEN), "the token is in the URL: {url}");
     let kept =
@@ -353,6 +371,16 @@ async fn drive(
     wait_for_text(browser, "#timeline", "cancelled from the dashboard").await?;
     screenshot(browser, "call-cancelled").await?;
 
+    // The stuck call's own page says what it is doing and that it is overdue.
+    browser.goto(&format!("{page}#/call/{}", calls.stuck)).await?;
+    wait_for_text(browser, "#doing", "overdue").await?;
+    wait_for_text(browser, "#in-state", "s").await?;
+
+    // The tools: each with whether it stops at a checkpoint.
+    browser.goto(&format!("{page}#/tools")).await?;
+    wait_for_text(browser, &format!("tr[data-tool='{TOOL}'] td.checkpoint"), "yes").await?;
+    screenshot(browser, "tools").await?;
+
     // The tool's page: the counts the database holds, one failure among them.
     let (executions, ok, failed) = settled_counts(db).await?;
     ensure!(failed == 1, "the fixture tool failed {failed} times, not once");
@@ -381,6 +409,9 @@ async fn drive(
     ensure!(waiting.contains("min"), "no countdown to the checkpoint's expiry: {waiting}");
     wait_for_text(browser, "#health-pending-list", &calls.corrected).await?;
     wait_for_text(browser, "#health-sweeper", "No call has expired yet.").await?;
+    wait_for_text(browser, "#health-overdue .value", "1").await?;
+    let late = wait_for_text(browser, "#health-overdue-list", &calls.stuck).await?;
+    ensure!(late.contains("executing"), "the overdue call's operation: {late}");
     screenshot(browser, "health").await?;
 
     // A phone-sized screen: nothing wider than the screen but the tables' own scrolling boxes.
@@ -552,8 +583,8 @@ async fn the_calls_and_callbacks_routes_page_filter_and_refuse_bad_input() -> Re
     // Callbacks: a cancelled call was reported once; a call with no callback has none; an
     // unknown or malformed id is a 404.
     relay.wait_for(&made[1], "completion", SETTLE).await?;
-    let (status, attempts) = get(&app, &format!("/voice-tools/calls/{}/callbacks", made[1])).await?;
-    ensure!(status == 200 && attempts["tool_call_id"] == made[1].as_str(), "{attempts}");
+    let attempts = app.callback_attempts(&made[1], 1, SETTLE).await?;
+    ensure!(attempts["tool_call_id"] == made[1].as_str(), "{attempts}");
     let first = &attempts["callbacks"][0];
     ensure!(
         first["kind"] == "completion"

@@ -12,6 +12,7 @@ async fn the_demo_replays_the_seed_conversation_and_sends_one_email() -> Result<
     let GmailApp { app, fake } = GmailApp::start(&[], &[]).await?;
     let output = tokio::process::Command::new(gatehouse_bin())
         .args(["demo", "--url", &app.runner.base_url, "--token", TOKEN, "--callback-secret", CALLBACK_SECRET])
+        .args(["--relay-listen", &gatehouse_tests::free_relay_address()?.to_string()])
         .output()
         .await?;
     let stdout = String::from_utf8_lossy(&output.stdout);

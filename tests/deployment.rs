@@ -19,6 +19,11 @@ use serde_json::{Value, json};
 const SETTLE: Duration = Duration::from_secs(30);
 const SECRET: &str = "contract-secret-for-tests";
 
+/// The signature a host would put on this request, with a fresh nonce.
+fn sign(secret: &[u8], unix_seconds: u64, method: &str, path: &str, body: &[u8]) -> String {
+    service_auth::sign(secret, unix_seconds, &gatehouse_tests::nonce(), method, path, body)
+}
+
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
 }
@@ -59,7 +64,7 @@ async fn with_no_contract_secret_the_exposed_routes_answer_nobody() -> Result<()
         (Method::POST, "/internal/executor/drive"),
     ] {
         // Even a request signed with some key: with no secret set there is nothing to check it by.
-        let signature = service_auth::sign(SECRET.as_bytes(), now(), method.as_str(), path, &request);
+        let signature = sign(SECRET.as_bytes(), now(), method.as_str(), path, &request);
         for signature in [None, Some(signature)] {
             let (status, body) = service_request(&app, method.clone(), path, &request, signature).await?;
             ensure!(status == 401 && body["code"] == "unauthorized", "{method} {path}: {status} {body}");
@@ -81,13 +86,13 @@ async fn with_a_contract_secret_only_a_fresh_signature_of_that_very_request_is_a
     let request = serde_json::to_vec(&json!({"tool_call_id": id, "attempt": 1, "parameters": {}}))?;
     let forged = [
         ("unsigned", None),
-        ("another key", Some(service_auth::sign(b"not-the-secret", now(), "POST", execute, &request))),
+        ("another key", Some(sign(b"not-the-secret", now(), "POST", execute, &request))),
         (
             "another operation",
-            Some(service_auth::sign(SECRET.as_bytes(), now(), "POST", "/internal/tools/gmail/tool/prepare", &request)),
+            Some(sign(SECRET.as_bytes(), now(), "POST", "/internal/tools/gmail/tool/prepare", &request)),
         ),
-        ("another body", Some(service_auth::sign(SECRET.as_bytes(), now(), "POST", execute, b"{}"))),
-        ("stale", Some(service_auth::sign(SECRET.as_bytes(), now() - 3600, "POST", execute, &request))),
+        ("another body", Some(sign(SECRET.as_bytes(), now(), "POST", execute, b"{}"))),
+        ("stale", Some(sign(SECRET.as_bytes(), now() - 3600, "POST", execute, &request))),
     ];
     for (what, signature) in forged {
         let (status, body) = service_request(&app, Method::POST, execute, &request, signature).await?;
@@ -97,7 +102,7 @@ async fn with_a_contract_secret_only_a_fresh_signature_of_that_very_request_is_a
     ensure!(fake.drafts().len() == 1, "the draft is untouched");
 
     let describe = "/internal/tools/gmail/tool/describe";
-    let signature = service_auth::sign(SECRET.as_bytes(), now(), "GET", describe, b"");
+    let signature = sign(SECRET.as_bytes(), now(), "GET", describe, b"");
     let (status, body) = service_request(&app, Method::GET, describe, b"", Some(signature)).await?;
     ensure!(status == 200 && body["name"] == "send_email", "a signed describe: {status} {body}");
 
@@ -203,7 +208,7 @@ async fn the_lifecycle_and_its_tools_on_two_hosts() -> Result<()> {
     let prepare = "/internal/tools/gmail/tool/prepare";
     let request = serde_json::to_vec(&json!({"tool_call_id": other, "attempt": 1, "session_id": "s",
         "function_name": "send_email", "parameters": {"to": "a@example.com", "subject": "x", "body": "y"}}))?;
-    let wrong = service_auth::sign(b"not-the-secret", now(), "POST", prepare, &request);
+    let wrong = sign(b"not-the-secret", now(), "POST", prepare, &request);
     for signature in [None, Some(wrong)] {
         let (status, body) = service_request_to(&tools, Method::POST, prepare, &request, signature).await?;
         ensure!(status == 401 && body["code"] == "unauthorized", "{status} {body}");

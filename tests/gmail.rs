@@ -360,8 +360,8 @@ async fn the_gated_direct_flow_sends_only_when_the_relay_says_continue() -> Resu
         assert_eq!(history(&id, expected.len()).await?, expected, "cancelled at {gate}");
     }
 
-    let unreachable = "http://127.0.0.1:9/callbacks";
-    let answer = execute_gmail(&app, &session, unreachable).await?;
+    let unreachable = gatehouse_tests::unreachable_callback_url()?;
+    let answer = execute_gmail(&app, &session, &unreachable).await?;
     assert_eq!(answer.body["status"], "CANCELLED", "{}", answer.body);
     let id = answer.body["tool_call_id"].as_str().context("id")?.to_owned();
     assert!(sent_for(&fake.sent(), &id).is_empty());

@@ -225,6 +225,22 @@ fn every_file_parses_and_the_kustomization_lists_them_all() {
     assert_eq!(rendered().len(), from_files, "kubectl kustomize renders every document");
 }
 
+/// The SpinApps reach each other (the tool contract, the executor hand-off) over their Services,
+/// in plain HTTP as far as the Spin shim knows: every object lives in a namespace that joins
+/// Istio's ambient mesh, whose node proxies carry that traffic over mutual TLS.
+#[test]
+fn every_object_lives_in_a_namespace_whose_traffic_the_mesh_encrypts() {
+    let files = files();
+    assert_eq!(string_at(&files["kustomization.yaml"][0], &["namespace"]), Some("gatehouse"));
+    let docs = rendered();
+    let namespace = one(&docs, "Namespace");
+    assert_eq!(name(namespace), "gatehouse");
+    assert_eq!(string_at(namespace, &["metadata", "labels", "istio.io/dataplane-mode"]), Some("ambient"));
+    for doc in docs.iter().filter(|d| kind(d) != "Namespace") {
+        assert_eq!(string_at(doc, &["metadata", "namespace"]), Some("gatehouse"), "{} {}", kind(doc), name(doc));
+    }
+}
+
 #[test]
 fn the_spinapps_split_the_components_and_get_every_variable_they_need() {
     let spin = manifest();

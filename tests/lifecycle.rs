@@ -297,7 +297,12 @@ async fn concurrent_confirm_and_cancel_never_both_win() -> Result<()> {
     let app = app().await?;
     let session = unique("race");
     let ids: Vec<String> =
-        join_all((0..200).map(|_| app.create_id(&session, json!({"to": "r@example.com", "checkpoint": false}), None)))
+        // A session each, since one session holds only so many waiting calls.
+        join_all((0..200).map(|i| {
+            let session = format!("{session}-{i}");
+            let app = &app;
+            async move { app.create_id(&session, json!({"to": "r@example.com", "checkpoint": false}), None).await }
+        }))
             .await
             .into_iter()
             .collect::<Result<_>>()?;
@@ -833,9 +838,9 @@ async fn callbacks_are_retried_recorded_and_never_block_the_call() -> Result<()>
     let expected: Vec<(String, i32, Option<i32>)> = expected.iter().map(|(k, a, s)| ((*k).into(), *a, *s)).collect();
     assert_eq!(attempts, expected);
 
-    // Nobody listens on port 9 of the loopback: every attempt fails, the call completes anyway.
-    let unreachable = "http://127.0.0.1:9/callbacks";
-    let id = app.create_id(&unique("unreachable"), params, Some(unreachable)).await?;
+    // Nobody listens there: every attempt fails, the call completes anyway.
+    let unreachable = gatehouse_tests::unreachable_callback_url()?;
+    let id = app.create_id(&unique("unreachable"), params, Some(&unreachable)).await?;
     assert_eq!(app.confirm(&id).await?.status, 202);
     app.wait_for(&id, "COMPLETED", SETTLE).await?;
     for _ in 0..300 {

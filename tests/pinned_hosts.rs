@@ -34,6 +34,7 @@ async fn serves_the_application(binary: &str, wasmtime: &str) -> Result<()> {
 
     let demo = tokio::process::Command::new(gatehouse_bin())
         .args(["demo", "--url", &app.runner.base_url, "--token", TOKEN, "--callback-secret", CALLBACK_SECRET])
+        .args(["--relay-listen", &gatehouse_tests::free_relay_address()?.to_string()])
         .output()
         .await?;
     let stdout = String::from_utf8_lossy(&demo.stdout);

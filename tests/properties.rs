@@ -621,6 +621,77 @@ fn header_cases(targets: &Targets) -> BoxedStrategy<Case> {
     ])
 }
 
+/// Every string leaf of `value`, as JSON pointers.
+fn string_leaves(value: &Value, at: &str, found: &mut Vec<String>) {
+    match value {
+        Value::String(_) => found.push(at.to_owned()),
+        Value::Array(items) => {
+            items.iter().enumerate().for_each(|(i, v)| string_leaves(v, &format!("{at}/{i}"), found))
+        }
+        Value::Object(map) => map.iter().for_each(|(k, v)| string_leaves(v, &format!("{at}/{k}"), found)),
+        _ => {}
+    }
+}
+
+/// Every leaf (string or number) of `value`, as JSON pointers.
+fn scalar_leaves(value: &Value, at: &str, found: &mut Vec<String>) {
+    match value {
+        Value::String(_) | Value::Number(_) => found.push(at.to_owned()),
+        Value::Array(items) => {
+            items.iter().enumerate().for_each(|(i, v)| scalar_leaves(v, &format!("{at}/{i}"), found))
+        }
+        Value::Object(map) => map.iter().for_each(|(k, v)| scalar_leaves(v, &format!("{at}/{k}"), found)),
+        _ => {}
+    }
+}
+
+/// `valid` with a NUL put into one of its strings, anywhere in it: a request that would act
+/// but for a character PostgreSQL cannot hold.
+fn with_a_nul(valid: &Value) -> BoxedStrategy<Value> {
+    let mut leaves = Vec::new();
+    string_leaves(valid, "", &mut leaves);
+    let valid = valid.clone();
+    (select(leaves), 0usize..64)
+        .prop_map(move |(pointer, at)| {
+            let mut body = valid.clone();
+            if let Some(Value::String(text)) = body.pointer_mut(&pointer) {
+                let at = text.char_indices().map(|(i, _)| i).nth(at).unwrap_or(text.len());
+                text.insert(at, '\0');
+            }
+            body
+        })
+        .boxed()
+}
+
+/// `valid` with one of its strings or numbers replaced by a number at the edge of what JSON
+/// and the integer types hold.
+fn with_an_extreme_number(valid: &Value) -> BoxedStrategy<Value> {
+    let mut leaves = Vec::new();
+    scalar_leaves(valid, "", &mut leaves);
+    let extremes: Vec<Value> = vec![
+        json!(i64::MAX),
+        json!(i64::MIN),
+        json!(u64::MAX),
+        json!(1e308),
+        json!(-1e308),
+        json!(5e-324),
+        json!(-0.0),
+        json!(9_007_199_254_740_993_u64),
+        json!(2_147_483_648_u64),
+        json!(-2_147_483_649_i64),
+    ];
+    let valid = valid.clone();
+    (select(leaves), select(extremes))
+        .prop_map(move |(pointer, number)| {
+            let mut body = valid.clone();
+            if let Some(leaf) = body.pointer_mut(&pointer) {
+                *leaf = number;
+            }
+            body
+        })
+        .boxed()
+}
+
 /// Every family, generated.
 fn families(targets: &Targets) -> Result<Vec<Family>> {
     let t = targets;
@@ -766,6 +837,28 @@ fn families(targets: &Targets) -> Result<Vec<Family>> {
 
     specs.push(("body POST /mcp".into(), bodies("POST", "/mcp".into(), Expect::Mcp, mcp_bodies(t))));
 
+    // Bodies that would act but for one value: a NUL in any of their strings, or a number at
+    // the edge of the types in place of any of their strings or numbers.
+    let acting: Vec<(&'static str, String, Value)> = vec![
+        ("POST", "/voice-tools/pending".into(), create_body(t)),
+        (
+            "PATCH",
+            format!("/voice-tools/modify/{pending}"),
+            json!({"parameters": {"subject": "Fuzzed"}, "reason": "prop"}),
+        ),
+        ("POST", format!("/voice-tools/confirm/{pending}"), json!({"callback_url": t.relay_url})),
+        ("POST", format!("/resume-execution/{prepared}"), json!({"action": "proceed", "reason": "prop"})),
+        ("DELETE", format!("/voice-tools/cancel/{prepared}"), json!({"reason": "prop"})),
+        ("POST", "/execute-gmail".into(), execute_gmail_body(t)),
+        ("POST", "/query-vector-db".into(), query_vector_body(t)),
+    ];
+    for (method, target, valid) in acting {
+        let nul = with_a_nul(&valid).prop_map(|body| body.to_string().into_bytes()).boxed();
+        specs.push((format!("nul {method} {target}"), bodies(method, target.clone(), Expect::Refused, nul)));
+        let extreme = with_an_extreme_number(&valid).prop_map(|body| body.to_string().into_bytes()).boxed();
+        specs.push((format!("numbers {method} {target}"), bodies(method, target, Expect::Refused, extreme)));
+    }
+
     // Routes that take no body: anything but nothing or {} is refused.
     let no_body = || union(vec![not_an_object_body(&json!({"action": "proceed"})), object_body(some_object())]);
     for (method, pattern, target) in [
@@ -846,17 +939,54 @@ fn families(targets: &Targets) -> Result<Vec<Family>> {
             "query GET /voice-tools/tools/:name/executions",
             "/voice-tools/tools/send_email/executions",
             vec!["limit", "outcome", "since", "cursor"],
-            ["0", "-1", "101", "1e3", "50", "ok", "OK", "error", "2026-13-01", "2024-01-01T00:00:00Z", "abc", "%zz"]
-                .map(str::to_owned)
-                .to_vec(),
+            [
+                "0",
+                "-1",
+                "101",
+                "1e3",
+                "50",
+                "ok",
+                "OK",
+                "error",
+                "2026-13-01",
+                "2024-01-01T00:00:00Z",
+                "abc",
+                "%zz",
+                "0000-01-01T00:00:00Z",
+                "-5_3",
+                "9223372036854775807_9223372036854775807",
+                "-9223372036854775808_1",
+                "99999999999999999999",
+                "%00",
+                "2026-01-01T00%3A00%3A00.1111111111111111111111111111111111111111Z",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
         ),
         (
             "query GET /voice-tools/calls",
             "/voice-tools/calls",
             vec!["limit", "status", "session_id", "function_name", "cursor"],
-            ["0", "101", "25", "PENDING", "pending", "MODIFIED", "", "x", "%zz", "1_tc_000000000000", "tc_0", "%00"]
-                .map(str::to_owned)
-                .to_vec(),
+            [
+                "0",
+                "101",
+                "25",
+                "PENDING",
+                "pending",
+                "MODIFIED",
+                "",
+                "x",
+                "%zz",
+                "1_tc_000000000000",
+                "tc_0",
+                "%00",
+                "9223372036854775807_tc_000000000000",
+                "-1_tc_000000000000",
+                "18446744073709551616",
+                "a%00b",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
         ),
         (
             "query GET /voice-tools/tools/:name/stats",
@@ -873,6 +1003,35 @@ fn families(targets: &Targets) -> Result<Vec<Family>> {
     }
 
     specs.push(("headers".into(), header_cases(t)));
+    // An Idempotency-Key that is not text, on a create that would otherwise go through: refused,
+    // not ignored. Odd bytes in headers the routes read as hints, on requests that cannot act.
+    let create = create_body(t).to_string().into_bytes();
+    // High bytes with one that UTF-8 never holds (0xFF), so the value is never text.
+    let not_text = (vec(128u8..=255, 0..16), 0usize..16).prop_map(|(mut bytes, at)| {
+        bytes.insert(at.min(bytes.len()), 0xFF);
+        bytes
+    });
+    specs.push((
+        "odd bytes in Idempotency-Key".into(),
+        (not_text.clone(), "[a-z]{0,8}")
+            .prop_map(move |(odd, prefix)| {
+                let mut key = prefix.into_bytes();
+                key.extend(odd);
+                let request = authed("POST", "/voice-tools/pending").header_bytes("Idempotency-Key", &key);
+                Case { request: request.json_bytes(create.clone()), expect: Expect::Refused }
+            })
+            .boxed(),
+    ));
+    let hinted = vec![format!("/voice-tools/confirm/{pending}"), format!("/resume-execution/{prepared}")];
+    specs.push((
+        "odd bytes in hint headers".into(),
+        (select(hinted), select(vec!["Prefer", "traceparent", "Idempotency-Key", "Content-Type"]), not_text)
+            .prop_map(|(target, name, odd)| {
+                let request = authed("POST", &target).header_bytes(name, &odd).body(b"[]".to_vec());
+                Case { request, expect: Expect::Refused }
+            })
+            .boxed(),
+    ));
 
     specs
         .into_iter()

@@ -36,6 +36,7 @@ pub fn gmail_variables(fake: &FakeGmail) -> Vec<(String, String)> {
         ("gmail_sender".into(), SENDER.into()),
         ("gmail_api_base_url".into(), fake.base_url()),
         ("gmail_token_url".into(), fake.token_url()),
+        ("gmail_http_host".into(), fake.local_addr().to_string()),
     ]
 }
 

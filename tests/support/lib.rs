@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 pub mod cluster;
 pub mod gmail;
 pub mod lifecycle;
+pub mod proxy;
 pub mod raw;
 pub mod vector;
 
@@ -37,6 +38,46 @@ pub fn database_url() -> String {
     std::env::var("DATABASE_URL").expect("DATABASE_URL is not set: run the tests through scripts/test")
 }
 
+/// The loopback ports the tests' relays listen on, and all the test runners allow callbacks to
+/// (`callback_allowed_hosts`, `callback_host`): named ports, as a deployment names its relays,
+/// never a loopback wildcard.
+const RELAY_PORTS: std::ops::Range<u16> = 41000..42000;
+pub const RELAY_HOSTS: &str = "127.0.0.1:41000..41999";
+
+/// A listener on a free port of the relays' range, for a relay in this process.
+pub async fn relay_listener() -> Result<tokio::net::TcpListener> {
+    for port in relay_ports() {
+        if let Ok(listener) = tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+            return Ok(listener);
+        }
+    }
+    bail!("every port of {RELAY_PORTS:?} is taken")
+}
+
+/// A port of the relays' range that is free now, for a relay in another process
+/// (`gatehouse demo --relay-listen`) or for a callback URL nobody answers.
+pub fn free_relay_address() -> Result<std::net::SocketAddr> {
+    for port in relay_ports() {
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            return Ok(listener.local_addr()?);
+        }
+    }
+    bail!("every port of {RELAY_PORTS:?} is taken")
+}
+
+/// A callback URL the runners allow and nothing listens at.
+pub fn unreachable_callback_url() -> Result<String> {
+    Ok(format!("http://{}/callbacks", free_relay_address()?))
+}
+
+/// The range's ports from a start of this process's own, so parallel tests rarely try the same.
+fn relay_ports() -> impl Iterator<Item = u16> {
+    let span = RELAY_PORTS.end - RELAY_PORTS.start;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let first = u16::try_from((std::process::id() ^ now) % u32::from(span)).unwrap_or(0);
+    (0..span).map(move |i| RELAY_PORTS.start + (first + i) % span)
+}
+
 /// A state folder shared by the test runners, so components are compiled once per run.
 pub fn shared_state_dir() -> PathBuf {
     workspace_root().join("target/test-state")
@@ -51,6 +92,8 @@ pub fn fixture_manifest() -> PathBuf {
 }
 
 pub const TOKEN: &str = "test-token";
+/// The runners' `state_secret`: the same on every host, as a deployment's must be.
+pub const STATE_SECRET: &str = "test-state-secret";
 
 /// Options for one runner process.
 #[derive(Default, Clone)]
@@ -91,6 +134,9 @@ fn up_command(manifest: &Path, options: &RunnerOptions) -> Command {
         .env("GATEHOUSE_STATE_DIR", shared_state_dir())
         .env("SPIN_VARIABLE_API_TOKEN", TOKEN)
         .env("SPIN_VARIABLE_CALLBACK_SECRET", lifecycle::CALLBACK_SECRET)
+        .env("SPIN_VARIABLE_STATE_SECRET", STATE_SECRET)
+        .env("SPIN_VARIABLE_CALLBACK_ALLOWED_HOSTS", RELAY_HOSTS)
+        .env("SPIN_VARIABLE_CALLBACK_HOST", RELAY_HOSTS)
         // Every test would hang under Spin 4.0.x if a component queried for nothing: the
         // runner fails such a query instead, so the test fails with the statement's text.
         .env("GATEHOUSE_REFUSE_ZERO_ROW_QUERIES", "true")
@@ -226,6 +272,14 @@ pub fn synthetic_corpus(count: usize) -> Result<PathBuf> {
 }
 
 /// A name no other test (or earlier run) uses, for sessions and scratch tables.
+/// A fresh nonce for a signed service request, as a host makes one for each request.
+pub fn nonce() -> String {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let count = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{:016x}{:08x}{:08x}", now as u64, std::process::id(), count)
+}
+
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -144,6 +144,29 @@ impl App {
     }
 
     /// Polls the call until its status is `wanted`, or fails after `timeout`.
+    /// The call's callback attempts (`GET /voice-tools/calls/:id/callbacks`, its whole answer)
+    /// once it lists at least `count`. Each attempt's row is written after its delivery ends,
+    /// so it may land a moment after the relay has the callback: read right away, it can be
+    /// missing.
+    pub async fn callback_attempts(&self, id: &str, count: usize, timeout: Duration) -> Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let answer = self.send(reqwest::Method::GET, &format!("/voice-tools/calls/{id}/callbacks"), None).await?;
+            let listed = answer.body["callbacks"].as_array().map_or(0, Vec::len);
+            if answer.status == 200 && listed >= count {
+                return Ok(answer.body);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{id}: {listed} callback attempts after {timeout:?}, not {count}: {} {}",
+                    answer.status,
+                    answer.body
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
     pub async fn wait_for(&self, id: &str, wanted: &str, timeout: Duration) -> Result<Value> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -188,7 +211,7 @@ pub struct Relay {
 
 impl Relay {
     pub async fn start() -> Result<Relay> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = crate::relay_listener().await?;
         let url = format!("http://{}/callbacks", listener.local_addr()?);
         let received = Arc::new(Mutex::new(Vec::new()));
         let reply = Arc::new(Mutex::new(ProgressReply::Continue));

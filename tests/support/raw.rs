@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// How long one raw exchange may take before the test fails.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -23,12 +23,26 @@ pub struct RawRequest {
     pub target: String,
     /// Header lines in order; a name may repeat.
     pub headers: Vec<(String, String)>,
+    /// Header lines whose values are bytes, not text (sent after `headers`).
+    pub byte_headers: Vec<(String, Vec<u8>)>,
     pub body: Vec<u8>,
 }
 
 impl RawRequest {
     pub fn new(method: &str, target: &str) -> RawRequest {
-        RawRequest { method: method.to_owned(), target: target.to_owned(), headers: Vec::new(), body: Vec::new() }
+        RawRequest {
+            method: method.to_owned(),
+            target: target.to_owned(),
+            headers: Vec::new(),
+            byte_headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// A header whose value is any bytes (obs-text, not UTF-8), as HTTP/1.1 lets a client send.
+    pub fn header_bytes(mut self, name: &str, value: &[u8]) -> RawRequest {
+        self.byte_headers.push((name.to_owned(), value.to_vec()));
+        self
     }
 
     pub fn header(mut self, name: &str, value: &str) -> RawRequest {
@@ -57,11 +71,18 @@ impl RawRequest {
         for (name, value) in &self.headers {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
-        if !self.body.is_empty() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH") {
-            head.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
-        }
-        head.push_str("Connection: close\r\n\r\n");
         let mut bytes = head.into_bytes();
+        for (name, value) in &self.byte_headers {
+            bytes.extend_from_slice(format!("{name}: ").as_bytes());
+            bytes.extend_from_slice(value);
+            bytes.extend_from_slice(b"\r\n");
+        }
+        let mut tail = String::new();
+        if !self.body.is_empty() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH") {
+            tail.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
+        }
+        tail.push_str("Connection: close\r\n\r\n");
+        bytes.extend_from_slice(tail.as_bytes());
         bytes.extend_from_slice(&self.body);
         bytes
     }
@@ -71,6 +92,9 @@ impl RawRequest {
         let mut text = format!("{} {}", self.method, self.target);
         for (name, value) in &self.headers {
             text.push_str(&format!("\n  {name}: {value}"));
+        }
+        for (name, value) in &self.byte_headers {
+            text.push_str(&format!("\n  {name}: {}", value.escape_ascii()));
         }
         if !self.body.is_empty() {
             let shown = String::from_utf8_lossy(&self.body);
@@ -220,7 +244,7 @@ pub struct LengthOnlyReceiver {
 
 impl LengthOnlyReceiver {
     pub async fn start() -> Result<LengthOnlyReceiver> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = crate::relay_listener().await?;
         let url = format!("http://{}/callbacks", listener.local_addr()?);
         let received = Arc::new(Mutex::new(Vec::new()));
         let sink = received.clone();
@@ -301,4 +325,54 @@ async fn receive_one(mut stream: TcpStream, sink: &Mutex<Vec<ReceivedRaw>>) -> R
     stream.flush().await?;
     let _ = stream.shutdown().await;
     Ok(())
+}
+
+/// A relay that answers every callback with `size` bytes: a relay gone wrong, or one trying to
+/// exhaust the component reading its answers.
+pub struct FloodingRelay {
+    pub url: String,
+}
+
+impl FloodingRelay {
+    pub async fn start(size: usize) -> Result<FloodingRelay> {
+        let listener = crate::relay_listener().await?;
+        let url = format!("http://{}/callbacks", listener.local_addr()?);
+        let flood = std::sync::Arc::new(vec![b'x'; size]);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let flood = flood.clone();
+                tokio::spawn(async move {
+                    let mut head = vec![0u8; 64 * 1024];
+                    let _ = tokio::time::timeout(EXCHANGE_TIMEOUT, stream.read(&mut head)).await;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        flood.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                    let _ = stream.write_all(&flood).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        Ok(FloodingRelay { url })
+    }
+}
+
+/// A relay that takes the connection and the request and never answers.
+pub struct SilentRelay {
+    pub url: String,
+}
+
+impl SilentRelay {
+    pub async fn start() -> Result<SilentRelay> {
+        let listener = crate::relay_listener().await?;
+        let url = format!("http://{}/callbacks", listener.local_addr()?);
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        Ok(SilentRelay { url })
+    }
 }

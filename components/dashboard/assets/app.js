@@ -174,7 +174,12 @@
       if (link.dataset.section === (section === "call" ? "calls" : section)) link.setAttribute("aria-current", "page");
       else link.removeAttribute("aria-current");
     }
-    const pages = { calls: callsPage, call: () => callPage(parts[1]), tools: () => (parts[1] ? toolPage(parts[1]) : toolsPage()), health: healthPage };
+    const pages = {
+      calls: callsPage,
+      call: (gen) => callPage(parts[1], gen),
+      tools: (gen) => (parts[1] ? toolPage(parts[1], gen) : toolsPage(gen)),
+      health: healthPage,
+    };
     (pages[section] || callsPage)(generation);
   }
 
@@ -194,6 +199,24 @@
 
   const filters = { session_id: "", function_name: "", status: "" };
 
+  /** What a call is doing or waiting on, and when it is tried again if its last try failed. */
+  const OPERATIONS = {
+    awaiting_confirmation: "waiting for confirmation", awaiting_resume: "waiting at the checkpoint",
+    prepare: "preparing", execute: "executing",
+  };
+  function doing(call) {
+    const now = call.current_operation ? OPERATIONS[call.current_operation] || call.current_operation : "—";
+    const retry = call.next_retry_at ? h("div", { class: "muted next-retry" }, "next try ", time(call.next_retry_at)) : null;
+    const late = call.overdue ? h("div", { class: "error overdue" }, "overdue") : null;
+    return [now, retry, late];
+  }
+
+  /** How long a call has been in its status; a final status is not counted. */
+  function inState(call) {
+    if (FINAL.has(call.status) || !call.status_since) return "—";
+    return span(Date.now() - Date.parse(call.status_since));
+  }
+
   function callRow(call) {
     const message = call.error_message || call.voice_response || call.summary || "";
     return h("tr", { "data-call": call.tool_call_id },
@@ -202,6 +225,8 @@
       h("td", { "data-label": "Session", class: "hide-narrow" }, call.session_id),
       h("td", { "data-label": "Function" }, call.function_name),
       h("td", { "data-label": "Status" }, badge(call.status)),
+      h("td", { "data-label": "In state", class: "in-state" }, inState(call)),
+      h("td", { "data-label": "Now", class: "doing" }, doing(call)),
       h("td", { "data-label": "Message" }, message));
   }
 
@@ -221,7 +246,7 @@
     render(gen, h("h2", {}, "Calls"), form, status,
       h("div", { class: "table-wrap" }, h("table", { class: "stack" },
         h("caption", { class: "muted" }, "The newest calls first. The list refreshes every few seconds."),
-        h("thead", {}, h("tr", {}, ["Created", "Call", "Session", "Function", "Status", "Message"].map((x, i) =>
+        h("thead", {}, h("tr", {}, ["Created", "Call", "Session", "Function", "Status", "In state", "Now", "Message"].map((x, i) =>
           h("th", { scope: "col", class: i === 2 ? "hide-narrow" : null }, x)))),
         body)),
       h("p", {}, more));
@@ -248,7 +273,7 @@
       if (key === shown) return;
       shown = key;
       body.replaceChildren(...[...page.calls, ...older].map(callRow));
-      if (!page.calls.length) body.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No calls match.")));
+      if (!page.calls.length) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No calls match.")));
       if (!older.length) cursor = page.next_cursor;
       more.hidden = !cursor;
     };
@@ -350,6 +375,8 @@
           h("dt", {}, "Said"), h("dd", {}, call.voice_response || call.summary || "—"),
           h("dt", {}, "Trace id"), h("dd", { id: "trace-id" }, h("code", {}, call.trace_id || "—")),
           h("dt", {}, "Created"), h("dd", {}, time(call.created_at)),
+          h("dt", {}, "In this state"), h("dd", { id: "in-state" }, inState(call)),
+          h("dt", {}, "Now"), h("dd", { id: "doing" }, doing(call)),
           h("dt", {}, "Expires"), h("dd", {}, time(call.expires_at)),
           h("dt", {}, "Attempts"), h("dd", {}, String(call.attempts)),
           h("dt", {}, "Took"), h("dd", {}, call.execution_time_ms === null ? "—" : span(call.execution_time_ms))),
@@ -379,10 +406,10 @@
         api(`/voice-tools/tools/${encodeURIComponent(t.name)}/stats`).catch(() => null)));
       render(gen, h("h2", {}, "Tools"), table("Each registered tool over the last 24 hours.",
         ["Tool", "Component", "Checkpoint", { label: "Executions", cls: "num" }, { label: "Success", cls: "num" }, { label: "p95", cls: "num" }],
-        list.tools.map((t, i) => h("tr", {},
+        list.tools.map((t, i) => h("tr", { "data-tool": t.name },
           h("td", {}, h("a", { href: `#/tools/${encodeURIComponent(t.name)}` }, t.name)),
           h("td", {}, t.component, t.available ? "" : " (unreachable)"),
-          h("td", {}, t.checkpoint === undefined ? "—" : t.checkpoint ? "yes" : "no"),
+          h("td", { class: "checkpoint" }, t.needs_checkpoint === undefined ? "—" : t.needs_checkpoint ? "yes" : "no"),
           h("td", { class: "num" }, stats[i] ? stats[i].executions : "—"),
           h("td", { class: "num" }, stats[i] && stats[i].success_rate !== null ? `${(stats[i].success_rate * 100).toFixed(1)} %` : "—"),
           h("td", { class: "num" }, stats[i] ? ms(stats[i].p95_ms) : "—")))));
@@ -476,30 +503,42 @@
   async function healthPage(gen) {
     try {
       const health = await fetch("/health", { cache: "no-store", credentials: "omit" }).then((r) => r.json()).catch(() => ({ database: "unreachable" }));
-      const [prepared, pending, swept] = await Promise.all([
+      const [prepared, pending, swept, executing] = await Promise.all([
         api("/voice-tools/calls?status=PREPARED&limit=100"),
         api("/voice-tools/calls?status=PENDING&limit=100"),
         api("/voice-tools/calls?status=EXPIRED&limit=1"),
+        api("/voice-tools/calls?status=EXECUTING&limit=100"),
       ]);
+      // Past the time they should have moved by: their worker's lease ran out and nobody took
+      // them over (see `overdue` in the API).
+      const overdue = executing.calls.filter((c) => c.overdue);
       const waiting = (calls, caption, id) => calls.length
         ? h("div", { id }, table(caption, ["Call", "Function", "Session", "Expires in"], calls.map((c) => h("tr", {},
           h("td", {}, callLink(c.tool_call_id)), h("td", {}, c.function_name), h("td", {}, c.session_id),
           h("td", { class: "countdown", "data-expires": c.expires_at }, "")))))
         : h("p", { class: "muted", id }, "None.");
       // The sweeper keeps no log of its runs. What can be shown is the newest expired call: when
-      // the sweeper expired it, or that it has not yet (a call past its deadline reads as EXPIRED
-      // before the sweeper rewrites it), which says the sweeper is behind or not running.
+      // the sweeper expired it (its status changed then), or that it has not yet (a call past
+      // its deadline reads as EXPIRED before the sweeper rewrites it: it is overdue), which
+      // says the sweeper is behind or not running.
       const newest = swept.calls[0];
-      const expiry = newest && (newest.status_history || []).filter((e) => e.status === "EXPIRED").pop();
       const sweeper = !newest ? "No call has expired yet."
-        : expiry ? ["The newest expired call, ", callLink(newest.tool_call_id), `, was expired by the ${expiry.actor || "sweeper"} at `, time(expiry.timestamp), "."]
+        : !newest.overdue ? ["The newest expired call, ", callLink(newest.tool_call_id), ", was expired at ", time(newest.status_since), "."]
           : ["The newest expired call, ", callLink(newest.tool_call_id), ", passed its deadline at ", time(newest.expires_at),
             " and has not been swept yet: is the sweeper running?"];
+      const late = overdue.length
+        ? h("div", { id: "health-overdue-list" }, table("EXECUTING calls whose worker's lease ran out, not yet taken over.",
+          ["Call", "Function", "In state", "Now", "Attempts", "Last problem"], overdue.map((c) => h("tr", {},
+            h("td", {}, callLink(c.tool_call_id)), h("td", {}, c.function_name), h("td", {}, inState(c)),
+            h("td", {}, doing(c)), h("td", { class: "num" }, String(c.attempts)), h("td", {}, c.error_message || "—")))))
+        : h("p", { class: "muted", id: "health-overdue-list" }, "None.");
       render(gen, h("h2", {}, "Health"),
         h("div", { class: "cards" },
           card("database", health.database || "unknown", "health-database"),
           card("waiting at a checkpoint", prepared.calls.length + (prepared.next_cursor ? "+" : ""), "health-prepared"),
-          card("waiting for confirmation", pending.calls.length + (pending.next_cursor ? "+" : ""), "health-pending")),
+          card("waiting for confirmation", pending.calls.length + (pending.next_cursor ? "+" : ""), "health-pending"),
+          card("overdue", overdue.length + (executing.next_cursor ? "+" : ""), "health-overdue")),
+        h("h3", {}, "Calls past their expected time"), late,
         h("h3", {}, "The sweeper"),
         h("p", { id: "health-sweeper" }, sweeper),
         h("p", { class: "muted" }, "The sweeper keeps no record of its runs, so a run that found nothing to do leaves nothing to show."),

@@ -11,7 +11,7 @@ fn routes() -> Router<'static> {
 
 async fn create(req: Request, _params: Params) -> Result<Reply, ApiError> {
     let request = gatehouse_http::read_json(&req)?;
-    let idempotency_key = gatehouse_http::header(&req, "idempotency-key");
+    let idempotency_key = gatehouse_http::header_text(&req, "idempotency-key")?;
     let trace_id = gatehouse_platform::trace_id();
     let created = gatehouse_lifecycle::create(&Ctx::new(), request, idempotency_key, &trace_id).await?;
     Ok(gatehouse_rest::created(&created))

@@ -41,7 +41,7 @@ mod lifecycle;
 mod query;
 mod relay;
 
-pub use relay::{Callback, Relay};
+pub use relay::{Callback, LOCAL_RELAY, Relay};
 
 /// What the benchmark needs from the program that runs it.
 pub trait Harness {
@@ -98,6 +98,11 @@ pub struct BenchArgs {
     /// anyway.
     #[arg(long = "cpu", value_name = "NAME=PID", value_parser = cpu::parse_watched)]
     pub cpu: Vec<cpu::Watched>,
+    /// Where the lifecycle scenarios' relay listens for the application's callbacks; the
+    /// application must allow it (`callback_allowed_hosts`, `callback_host`). `gatehouse up`
+    /// allows this default when none is configured.
+    #[arg(long, default_value_t = relay::LOCAL_RELAY)]
+    pub relay_listen: std::net::SocketAddr,
 }
 
 /// What a benchmark can measure.
@@ -386,7 +391,11 @@ async fn bench(setup: &Setup) -> Result<()> {
     let lifecycle = match (scenarios.iter().any(|s| s.is_lifecycle()), database_url) {
         (false, _) => None,
         (true, Some(database_url)) => {
-            Some(lifecycle::Lifecycle::prepare(database_url, &client, base, token, &setup.callback_secret).await?)
+            let listen = setup.args.relay_listen;
+            Some(
+                lifecycle::Lifecycle::prepare(database_url, &client, base, token, &setup.callback_secret, listen)
+                    .await?,
+            )
         }
         (true, None) => bail!("the lifecycle scenarios set up calls in the database: set DATABASE_URL with --url"),
     };
@@ -798,6 +807,14 @@ async fn durability(database_url: &str) -> Result<String> {
     Ok(settings.join(", "))
 }
 
+/// The URL with its password taken out, and the password, decoded.
+fn without_password(database_url: &str) -> Result<(String, Option<String>)> {
+    let mut url = url::Url::parse(database_url).context("DATABASE_URL is not a URL")?;
+    let password = url.password().map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy().into_owned());
+    let _ = url.set_password(None);
+    Ok((url.to_string(), password))
+}
+
 /// Runs one pgbench script; answers (tps, average latency in ms).
 async fn pgbench_run(
     pgbench: &std::path::Path,
@@ -809,15 +826,20 @@ async fn pgbench_run(
 ) -> Result<(f64, f64)> {
     let path = scratch.join("statement.sql");
     std::fs::write(&path, script)?;
-    let output = tokio::process::Command::new(pgbench)
+    // The password goes in the environment, where other users cannot read it (`ps` shows the
+    // arguments).
+    let (database_url, password) = without_password(database_url)?;
+    let mut command = tokio::process::Command::new(pgbench);
+    command
         .args(["-n", "-M", "prepared", "-D", "k=0", "-f"])
         .arg(&path)
         .args(["-c", &concurrency.to_string(), "-j", &concurrency.min(4).to_string()])
         .args(["-T", &seconds.to_string()])
-        .arg(database_url)
-        .output()
-        .await
-        .context("running pgbench")?;
+        .arg(&database_url);
+    if let Some(password) = password {
+        command.env("PGPASSWORD", password);
+    }
+    let output = command.output().await.context("running pgbench")?;
     let text = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
         bail!("pgbench failed: {}", String::from_utf8_lossy(&output.stderr));

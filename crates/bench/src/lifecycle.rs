@@ -27,9 +27,14 @@ const CANCEL_SQL: &str = include_str!("../../store/src/sql/calls/cancel.sql");
 const CONFIRM_SQL: &str = include_str!("../../store/src/sql/calls/confirm.sql");
 const GET_SQL: &str = include_str!("../../store/src/sql/calls/get.sql");
 
-/// The session of every call the routes see, and of the calls pgbench writes.
+/// The session of the calls the routes see, and of the calls pgbench writes. Creates spread
+/// over [`CREATE_SESSIONS`] sessions named after it (`bench-lifecycle-17`), as a platform's
+/// conversations do: one session holds at most `max_pending_calls_per_session` waiting calls.
 const SESSION: &str = "bench-lifecycle";
 const FLOOR_SESSION: &str = "bench-floor";
+const CREATE_SESSIONS: u64 = 1000;
+/// The per-session cap the floor's insert counts against, as the application's default does.
+const FLOOR_PENDING_CAP: &str = "50";
 const FUNCTION: &str = "fixture_action";
 const TOOL: &str = "fixture-tool";
 const TO: &str = "bench@example.com";
@@ -111,6 +116,8 @@ struct Flow {
     base: String,
     token: String,
     callback_url: String,
+    /// Creates made so far: which of the [`CREATE_SESSIONS`] the next one goes to.
+    sessions: AtomicU64,
 }
 
 impl Flow {
@@ -240,17 +247,19 @@ impl Lifecycle {
         base: &str,
         token: &str,
         callback_secret: &str,
+        relay_listen: std::net::SocketAddr,
     ) -> Result<Lifecycle> {
         let started = std::time::SystemTime::now();
         let (db, _driver) = pg_connect::connect(database_url)
             .await
             .context("connecting to the database for the lifecycle scenarios")?;
-        let relay = Relay::start(callback_secret).await?;
+        let relay = Relay::start(callback_secret, relay_listen).await?;
         let flow = Arc::new(Flow {
             client: client.clone(),
             base: base.to_owned(),
             token: token.to_owned(),
             callback_url: relay.url.clone(),
+            sessions: AtomicU64::new(0),
         });
         // Creating a call needs no fixture table, so an application without the tool is told
         // so before anything is written for it.
@@ -269,14 +278,15 @@ impl Lifecycle {
     /// Deletes every row the benchmark made: its calls, and what tools and callbacks recorded
     /// about them.
     pub(crate) async fn cleanup(&self) -> Result<()> {
-        let calls = format!("SELECT tool_call_id FROM tool_calls WHERE session_id IN ('{SESSION}', '{FLOOR_SESSION}')");
+        let ours = format!("(session_id LIKE '{SESSION}%' OR session_id LIKE '{FLOOR_SESSION}%')");
+        let calls = format!("SELECT tool_call_id FROM tool_calls WHERE {ours}");
         self.db
             .batch_execute(&format!(
                 "DELETE FROM tool_executions WHERE tool_call_id IN ({calls});
                  DELETE FROM callback_attempts WHERE tool_call_id IN ({calls});
                  DELETE FROM fixture_tool_log WHERE tool_call_id IN ({calls});
                  DELETE FROM fixture_tool_effects WHERE tool_call_id IN ({calls});
-                 DELETE FROM tool_calls WHERE session_id IN ('{SESSION}', '{FLOOR_SESSION}');"
+                 DELETE FROM tool_calls WHERE {ours};"
             ))
             .await
             .context("deleting the benchmark's rows")?;
@@ -316,7 +326,9 @@ impl Lifecycle {
             Scenario::Create => Arc::new(move |_| {
                 let flow = flow.clone();
                 Box::pin(async move {
-                    let body = json!({"session_id": SESSION, "function_name": FUNCTION, "parameters": parameters()});
+                    let session =
+                        format!("{SESSION}-{}", flow.sessions.fetch_add(1, Ordering::Relaxed) % CREATE_SESSIONS);
+                    let body = json!({"session_id": session, "function_name": FUNCTION, "parameters": parameters()});
                     Outcome::single(flow.create(body).await.map(drop))
                 })
             }),
@@ -438,7 +450,7 @@ impl Lifecycle {
                 INSERT_SQL,
                 vec![
                     call,
-                    literal(FLOOR_SESSION),
+                    format!("'{FLOOR_SESSION}-' || (:n::int8 % {CREATE_SESSIONS})"),
                     "NULL".into(),
                     "NULL".into(),
                     literal(FUNCTION),
@@ -465,6 +477,7 @@ impl Lifecycle {
                     literal("ok"),
                     "NULL".into(),
                     literal(&"0".repeat(32)),
+                    FLOOR_PENDING_CAP.into(),
                 ],
             ),
             Statement::Modify => (

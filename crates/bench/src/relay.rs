@@ -24,6 +24,11 @@ pub struct Callback {
     pub at: Instant,
 }
 
+/// Where the CLI's relay listens unless told otherwise, and what `gatehouse up` allows callbacks
+/// to when nothing else is configured: one named port, never a loopback wildcard.
+pub const LOCAL_RELAY: std::net::SocketAddr =
+    std::net::SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 3001));
+
 pub struct Relay {
     pub url: String,
     received: Arc<Mutex<Vec<Callback>>>,
@@ -31,9 +36,11 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Listens on a free loopback port; signatures are checked with `secret`.
-    pub async fn start(secret: &str) -> Result<Relay> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// Listens on `listen` (port 0 picks a free one); signatures are checked with `secret`.
+    pub async fn start(secret: &str, listen: std::net::SocketAddr) -> Result<Relay> {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("the relay cannot listen on {listen}: {e}"))?;
         let url = format!("http://{}/callbacks", listener.local_addr()?);
         let received = Arc::new(Mutex::new(Vec::new()));
         let (sink, secret) = (received.clone(), Arc::<str>::from(secret));

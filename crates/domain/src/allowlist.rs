@@ -12,10 +12,18 @@ pub enum CallbackUrlError {
 }
 
 /// A parsed `callback_allowed_hosts` list: `host[:port]` entries, comma-separated, where the
-/// port `*` admits any port and a missing port admits the scheme's default port only.
+/// port may be a range `low..high` (both included, as Spin's `allowed_outbound_hosts` writes
+/// it) or `*` for any port, and a missing port admits the scheme's default port only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallbackAllowlist {
-    entries: Vec<(String, Option<u16>)>,
+    entries: Vec<(String, Ports)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ports {
+    Any,
+    Default,
+    Range(u16, u16),
 }
 
 impl CallbackAllowlist {
@@ -25,12 +33,18 @@ impl CallbackAllowlist {
             .map(str::trim)
             .filter(|entry| !entry.is_empty())
             .filter_map(|entry| {
-                let (host, port) = match entry.rsplit_once(':') {
-                    Some((host, "*")) => (host, None),
-                    Some((host, port)) => (host, Some(port.parse().ok()?)),
-                    None => (entry, Some(0)),
+                let (host, ports) = match entry.rsplit_once(':') {
+                    Some((host, "*")) => (host, Ports::Any),
+                    Some((host, ports)) => match ports.split_once("..") {
+                        Some((low, high)) => (host, Ports::Range(low.parse().ok()?, high.parse().ok()?)),
+                        None => {
+                            let port = ports.parse().ok()?;
+                            (host, Ports::Range(port, port))
+                        }
+                    },
+                    None => (entry, Ports::Default),
                 };
-                Some((host.to_ascii_lowercase(), port))
+                Some((host.to_ascii_lowercase(), ports))
             })
             .collect();
         CallbackAllowlist { entries }
@@ -45,12 +59,12 @@ impl CallbackAllowlist {
         let host = url.host_str().ok_or(CallbackUrlError::NotHttp)?.to_ascii_lowercase();
         let port = url.port_or_known_default().ok_or(CallbackUrlError::NotHttp)?;
         let default_port = url.port().is_none();
-        let allowed = self.entries.iter().any(|(allowed_host, allowed_port)| {
+        let allowed = self.entries.iter().any(|(allowed_host, ports)| {
             *allowed_host == host
-                && match allowed_port {
-                    None => true,
-                    Some(0) => default_port,
-                    Some(p) => *p == port,
+                && match *ports {
+                    Ports::Any => true,
+                    Ports::Default => default_port,
+                    Ports::Range(low, high) => (low..=high).contains(&port),
                 }
         });
         if allowed { Ok(url.to_string()) } else { Err(CallbackUrlError::HostNotAllowed(format!("{host}:{port}"))) }
@@ -76,6 +90,16 @@ mod tests {
         assert_eq!(list.check("ftp://127.0.0.1/cb"), Err(CallbackUrlError::NotHttp));
         assert_eq!(list.check("/relative"), Err(CallbackUrlError::NotHttp));
         assert_eq!(list.check("http://user:pw@127.0.0.1:1/"), Err(CallbackUrlError::NotHttp));
+    }
+
+    #[test]
+    fn a_port_range_admits_its_ports_only() {
+        let list = CallbackAllowlist::parse("127.0.0.1:41000..41999");
+        assert!(list.check("http://127.0.0.1:41000/cb").is_ok());
+        assert!(list.check("http://127.0.0.1:41999/cb").is_ok());
+        assert!(list.check("http://127.0.0.1:42000/cb").is_err());
+        assert!(list.check("http://127.0.0.1:22/").is_err());
+        assert!(CallbackAllowlist::parse("127.0.0.1:9..x").check("http://127.0.0.1:9/").is_err(), "malformed");
     }
 
     #[test]

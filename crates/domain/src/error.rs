@@ -29,10 +29,17 @@ pub enum ErrorCode {
     ToolUnavailable,
     /// The host stopped a request that outlived its deadline (the runner's `--request-timeout`).
     DeadlineExceeded,
+    /// A confirm named a callback URL other than the one the call was created with: a call's
+    /// reports go where its creator said.
+    CallbackUrlConflict,
+    /// The session already holds as many open calls as one session may.
+    TooManyOpenCalls,
+    /// The client did not send the request's body in the time the host allows.
+    RequestTimeout,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
@@ -51,6 +58,9 @@ impl ErrorCode {
         ErrorCode::SideEffectStarted,
         ErrorCode::ToolUnavailable,
         ErrorCode::DeadlineExceeded,
+        ErrorCode::CallbackUrlConflict,
+        ErrorCode::TooManyOpenCalls,
+        ErrorCode::RequestTimeout,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -73,6 +83,9 @@ impl ErrorCode {
             ErrorCode::SideEffectStarted => "side_effect_started",
             ErrorCode::ToolUnavailable => "tool_unavailable",
             ErrorCode::DeadlineExceeded => "deadline_exceeded",
+            ErrorCode::CallbackUrlConflict => "callback_url_conflict",
+            ErrorCode::TooManyOpenCalls => "too_many_open_calls",
+            ErrorCode::RequestTimeout => "request_timeout",
         }
     }
 
@@ -84,7 +97,8 @@ impl ErrorCode {
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::InvalidState | ErrorCode::SideEffectStarted => 409,
+            ErrorCode::InvalidState | ErrorCode::SideEffectStarted | ErrorCode::CallbackUrlConflict => 409,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::Expired => 410,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
@@ -92,6 +106,7 @@ impl ErrorCode {
             | ErrorCode::UnknownFunction
             | ErrorCode::IdempotencyKeyReused
             | ErrorCode::CallbackNotAllowed => 422,
+            ErrorCode::TooManyOpenCalls => 429,
             ErrorCode::Internal => 500,
             // The tool component behind a private route failed or could not be reached.
             ErrorCode::ToolUnavailable => 502,
@@ -334,6 +349,9 @@ mod tests {
             (ErrorCode::SideEffectStarted, 409),
             (ErrorCode::ToolUnavailable, 502),
             (ErrorCode::DeadlineExceeded, 503),
+            (ErrorCode::CallbackUrlConflict, 409),
+            (ErrorCode::TooManyOpenCalls, 429),
+            (ErrorCode::RequestTimeout, 408),
         ];
         assert_eq!(expected.len(), ErrorCode::ALL.len());
         for (code, status) in expected {

@@ -36,6 +36,7 @@ pub fn is_rfc3339(text: &str) -> bool {
         let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
         let shape = at(4, b"-") && at(7, b"-") && at(10, b"Tt ") && at(13, b":") && at(16, b":");
         let valid = shape
+            && year >= 1
             && (1..=12).contains(&month)
             && (1..=days_in_month(year, month)).contains(&day)
             && hour < 24
@@ -49,7 +50,8 @@ pub fn is_rfc3339(text: &str) -> bool {
     let mut rest = &text[19..];
     if let Some(fraction) = rest.strip_prefix('.') {
         let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
+        // Nanoseconds are the finest a clock gives; PostgreSQL keeps microseconds.
+        if digits == 0 || digits > 9 {
             return false;
         }
         rest = &fraction[digits..];
@@ -94,6 +96,7 @@ mod tests {
             "2026-11-22t21:16:23.123456z",
             "2024-02-29T00:00:00+01:00",
             "2026-11-22 21:16:23-05:30",
+            "0001-01-01T00:00:00.123456789Z",
         ] {
             assert!(is_rfc3339(good), "{good}");
         }
@@ -108,6 +111,9 @@ mod tests {
             "2026-11-22T21:16:23+0100",
             "2026-11-22T21:16:23Z; DROP TABLE",
             "yesterday",
+            // Year 0 and a fraction past nanoseconds are not instants PostgreSQL takes.
+            "0000-01-01T00:00:00Z",
+            "2026-11-22T21:16:23.1234567890Z",
         ] {
             assert!(!is_rfc3339(bad), "{bad}");
         }

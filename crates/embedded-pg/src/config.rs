@@ -38,6 +38,8 @@ fn settings(data_dir: &Path, port: u16) -> String {
          port = {port}\n\
          unix_socket_directories = {socket_dir}\n\
          max_connections = 200\n\
+         # pg_hba.conf asks for SCRAM-SHA-256, so every password is stored that way.\n\
+         password_encryption = 'scram-sha-256'\n\
          shared_buffers = '128MB'\n\
          # Benchmarks measure the cost of a durable commit, so durability stays real.\n\
          fsync = on\n\

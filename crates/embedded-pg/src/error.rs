@@ -3,8 +3,13 @@ use std::path::PathBuf;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Every message says what went wrong and what to do about it; none carries a secret
-/// (the server uses trust authentication on loopback, so there is no password to leak).
+/// Every message says what went wrong and what to do about it; none carries a secret. The
+/// superuser's password lives in its file and in [`EmbeddedPostgres::url`] only: it reaches
+/// the tools through a private file, their standard input or their environment, never their
+/// command line, and tool output quoted in an error is scrubbed of it. Messages name the
+/// password file, never its content.
+///
+/// [`EmbeddedPostgres::url`]: crate::EmbeddedPostgres::url
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
@@ -56,6 +61,12 @@ pub enum Error {
 
     #[error("no free TCP port on 127.0.0.1 ({0}); free one or check the loopback interface")]
     NoFreePort(#[source] io::Error),
+
+    #[error(
+        "could not get random bytes from the operating system for the database password \
+         ({detail}); check that getrandom(2) or /dev/urandom works here"
+    )]
+    NoRandomness { detail: String },
 }
 
 impl Error {

@@ -1,9 +1,12 @@
 //! When root runs PostgreSQL as another user, that user must reach the data directory and
 //! read the binaries. CI clones into directories that may be mode 700 (e.g. root's home), so
-//! the exact missing bits are added and nothing else is loosened.
+//! the exact missing bits are added and nothing else is loosened. Files that must stay private
+//! (the password, pg_hba.conf) are written for the server's user alone.
 
-use std::fs::{self, Metadata, Permissions};
-use std::os::unix::fs::{MetadataExt, PermissionsExt, lchown};
+use std::ffi::OsString;
+use std::fs::{self, File, Metadata, OpenOptions, Permissions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt, fchown, lchown};
 use std::path::{Path, PathBuf};
 
 use crate::account::Account;
@@ -94,6 +97,35 @@ fn chown_tree(path: &Path, account: &Account) -> Result<()> {
     Ok(())
 }
 
+/// Writes `path` with mode 0600, owned by `account` (else by the caller), through a temporary
+/// file renamed over it: an interruption leaves the old content or the new, never a mix, and
+/// no moment when the file can be read by anyone else.
+pub(crate) fn write_private(path: &Path, contents: &str, account: Option<&Account>) -> Result<()> {
+    let mut name = path.file_name().map(OsString::from).unwrap_or_default();
+    name.push(".tmp");
+    let tmp = path.with_file_name(name);
+    match fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("remove", tmp)(e)),
+    }
+    // create_new: never write through a file or link someone else put there.
+    let mut file =
+        OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).map_err(Error::io("create", &tmp))?;
+    file.write_all(contents.as_bytes()).map_err(Error::io("write", &tmp))?;
+    file.sync_all().map_err(Error::io("write", &tmp))?;
+    if let Some(account) = account {
+        fchown(&file, Some(account.uid), Some(account.gid)).map_err(Error::io("change the owner of", &tmp))?;
+    }
+    drop(file);
+    fs::rename(&tmp, path).map_err(Error::io("replace", path))?;
+    if let Some(dir) = path.parent() {
+        // Makes the rename itself durable.
+        File::open(dir).and_then(|d| d.sync_all()).map_err(Error::io("sync", dir))?;
+    }
+    Ok(())
+}
+
 /// Adds `bits` (an rwx triple) for `account` in the one class that applies to it, and says
 /// what it added (`"o+x"`), or `None` when nothing was missing.
 fn grant(path: &Path, meta: &Metadata, bits: u32, account: &Account) -> Result<Option<String>> {
@@ -145,5 +177,20 @@ mod tests {
 
         let meta = fs::metadata(&path).expect("stat");
         assert_eq!(grant(&path, &meta, R | X, &account()).expect("grant"), None);
+    }
+
+    #[test]
+    fn a_private_file_is_replaced_whole_and_readable_by_its_owner_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("secret");
+        fs::write(&path, "old").expect("write");
+        fs::set_permissions(&path, Permissions::from_mode(0o644)).expect("chmod");
+        // A leftover of an interrupted write is replaced, not written through.
+        fs::write(dir.path().join("secret.tmp"), "stale").expect("write");
+
+        write_private(&path, "new\n", None).expect("write_private");
+        assert_eq!(fs::read_to_string(&path).expect("read"), "new\n");
+        assert_eq!(fs::metadata(&path).expect("stat").mode() & 0o777, 0o600);
+        assert!(!dir.path().join("secret.tmp").exists());
     }
 }

@@ -1,3 +1,4 @@
+use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::net::{Ipv4Addr, TcpListener};
@@ -11,11 +12,13 @@ use crate::command::Tools;
 use crate::config::{self, LOG_DIR};
 use crate::error::{Error, Result};
 use crate::install::PgInstall;
-use crate::{owner, perms, pidfile};
+use crate::password::{self, Password};
+use crate::{hba, owner, perms, pidfile};
 
 /// The application's database, created on first start.
 pub const DATABASE: &str = "gatehouse";
-/// The superuser initdb creates; it authenticates by trust, on loopback only.
+/// The superuser initdb creates. Like any role it must give its password, over TCP and the Unix
+/// socket alike (SCRAM-SHA-256); [`EmbeddedPostgres::url`] carries it.
 pub const SUPERUSER: &str = "postgres";
 
 const HOST: &str = "127.0.0.1";
@@ -31,6 +34,12 @@ pub fn default_data_dir(project_root: &Path) -> PathBuf {
 
 /// A PostgreSQL server on 127.0.0.1 serving [`DATABASE`] with pgvector installed.
 ///
+/// Every connection must give a password. The superuser's is random, made once per data
+/// directory and kept in `gatehouse.password` inside it, readable by the directory's owner
+/// alone (the unprivileged server user when the caller is root, which reads it through its
+/// privilege). A data directory from an older gatehouse, which let any local user in by
+/// `trust`, gets a password and a new `pg_hba.conf` on the first start that launches its server.
+///
 /// It is stopped by [`EmbeddedPostgres::stop`] or, failing that, on drop, but only by the
 /// handle that owns it: one that found the server already running under a live gatehouse
 /// process leaves it running. A server whose starting process died is taken over.
@@ -43,6 +52,8 @@ pub struct EmbeddedPostgres {
     reused: bool,
     owner: bool,
     stopped: bool,
+    /// `None` only for a server still running from before passwords, which needs none.
+    password: Option<Password>,
 }
 
 impl EmbeddedPostgres {
@@ -73,18 +84,35 @@ impl EmbeddedPostgres {
             reused: false,
             owner: false,
             stopped: false,
+            password: None,
         };
-        if !pg.reuse_running()? {
+        if pg.reuse_running()? {
+            pg.password = Password::load(&pg.data_dir)?;
+            pg.warn_if_trusting()?;
+        } else {
             pg.init_if_new()?;
+            pg.password = Some(pg.require_password()?);
             pg.launch()?;
         }
         pg.bootstrap()?;
         Ok(pg)
     }
 
-    /// `postgres://postgres@127.0.0.1:<port>/gatehouse`
+    /// `postgres://postgres:<password>@127.0.0.1:<port>/gatehouse`, the password percent-encoded.
+    /// It is a secret: hand it to what connects, but do not log it. A server found running from
+    /// before passwords (it trusts everyone until restarted) gets `postgres://postgres@...`.
     pub fn url(&self) -> String {
-        format!("postgres://{SUPERUSER}@{HOST}:{}/{DATABASE}", self.port)
+        match &self.password {
+            Some(password) => {
+                format!("postgres://{SUPERUSER}:{}@{HOST}:{}/{DATABASE}", password.for_url(), self.port)
+            }
+            None => format!("postgres://{SUPERUSER}@{HOST}:{}/{DATABASE}", self.port),
+        }
+    }
+
+    /// The file in the data directory that keeps the superuser's password (mode 0600).
+    pub fn password_file(&self) -> PathBuf {
+        password::path(&self.data_dir)
     }
 
     pub fn port(&self) -> u16 {
@@ -188,7 +216,23 @@ impl EmbeddedPostgres {
         }
     }
 
+    /// A server that an older gatehouse started with `trust` keeps it until it restarts: it is
+    /// not converted under clients that hold its password-less URL. Its next start converts it.
+    fn warn_if_trusting(&self) -> Result<()> {
+        if hba::allows_trust(&self.data_dir)? {
+            eprintln!(
+                "gatehouse: the PostgreSQL running on {} still lets any local user in without a \
+                 password; stop it (`gatehouse db stop`) and its next start will require one",
+                self.data_dir.display()
+            );
+        }
+        Ok(())
+    }
+
     fn init_if_new(&self) -> Result<()> {
+        let pwfile = initdb_password_file(&self.data_dir);
+        // Left behind only if a start was killed during initdb; that password was never kept.
+        let _ = fs::remove_file(&pwfile);
         if self.data_dir.join("PG_VERSION").is_file() {
             return Ok(());
         }
@@ -196,22 +240,103 @@ impl EmbeddedPostgres {
         if entries.next().is_some() {
             return Err(Error::NotADataDir { path: self.data_dir.clone() });
         }
+        // initdb wants an empty data directory, so the password reaches it in a file next to the
+        // directory, readable by initdb's user alone, and removed as soon as initdb is done.
+        let password = Password::generate()?;
+        perms::write_private(&pwfile, &format!("{}\n", password.expose()), self.account.as_ref())?;
+        let removed_after = RemoveOnDrop(&pwfile);
+        let mut pwfile_arg = OsString::from("--pwfile=");
+        pwfile_arg.push(&pwfile);
         let tools = self.tools();
         let mut cmd = tools.command("initdb");
         cmd.arg("-D").arg(&self.data_dir).args([
             "-U",
             SUPERUSER,
-            "--auth=trust",
+            "--auth=scram-sha-256",
             "-E",
             "UTF8",
             "--locale=C",
             "--no-instructions",
         ]);
+        cmd.arg(pwfile_arg);
         // One syncfs() instead of an fsync() per file: the new cluster is just as durable, and
         // initdb takes about a second instead of four.
         #[cfg(target_os = "linux")]
         cmd.arg("--sync-method=syncfs");
-        tools.run(cmd, None, "initdb cleaned up after itself; fix the cause above and start again")?;
+        tools
+            .run(cmd, None, "initdb cleaned up after itself; fix the cause above and start again")
+            .map_err(|e| password.scrub(e))?;
+        drop(removed_after);
+        // Killed before the password is saved, the next start finds none and sets a new one.
+        hba::write(&self.data_dir, self.account.as_ref())?;
+        password.save(&self.data_dir, self.account.as_ref())
+    }
+
+    /// Makes sure, before the server listens, that the superuser's password is the one saved in
+    /// the data directory and that pg_hba.conf asks every connection for a password. This moves
+    /// over a data directory made with `trust` by an older gatehouse, and one whose password
+    /// file was lost. Each step can be redone, in this order, so an interrupted run is completed
+    /// by the next start: the password is saved first, set second, and pg_hba.conf, the mark
+    /// of a finished conversion, is rewritten last.
+    fn require_password(&self) -> Result<Password> {
+        let saved = Password::load(&self.data_dir)?;
+        if let Some(password) = &saved
+            && hba::is_current(&self.data_dir)?
+        {
+            return Ok(password.clone());
+        }
+        let trusted = hba::allows_trust(&self.data_dir)?;
+        let file = password::path(&self.data_dir);
+        let missing = saved.is_none();
+        let password = match saved {
+            Some(password) => password,
+            None => {
+                let password = Password::generate()?;
+                password.save(&self.data_dir, self.account.as_ref())?;
+                password
+            }
+        };
+        self.set_password_offline(&password)?;
+        hba::write(&self.data_dir, self.account.as_ref())?;
+        let (dir, file) = (self.data_dir.display(), file.display());
+        if trusted {
+            eprintln!(
+                "gatehouse: the PostgreSQL data directory {dir} let any local user in without a \
+                 password; it now requires one for every connection (kept in {file})"
+            );
+        } else if missing {
+            eprintln!(
+                "gatehouse: no password was kept in {file}; gave PostgreSQL's superuser {SUPERUSER} a new one, kept there"
+            );
+        } else {
+            eprintln!("gatehouse: rewrote pg_hba.conf in {dir} to require a password for every connection");
+        }
+        Ok(password)
+    }
+
+    /// Sets the superuser's password in single-user mode: the server is down, so no client
+    /// can slip in through the old pg_hba.conf meanwhile, and no password is needed to do it.
+    fn set_password_offline(&self, password: &Password) -> Result<()> {
+        let tools = self.tools();
+        let mut cmd = tools.command("postgres");
+        cmd.arg("--single").arg("-D").arg(&self.data_dir).args([
+            // An error ends the session with a failing exit status.
+            "-c",
+            "exit_on_error=on",
+            // Nothing may quote the statement, and with it the password, in the output.
+            "-c",
+            "log_min_error_statement=panic",
+            "-c",
+            "log_statement=none",
+            "-c",
+            "log_min_duration_statement=-1",
+            "-c",
+            "password_encryption=scram-sha-256",
+            "postgres",
+        ]);
+        let script = format!("ALTER ROLE {SUPERUSER} PASSWORD {};\n", password.sql_literal());
+        let hint = "the password was not changed; fix the cause above and start again to retry";
+        tools.run(cmd, Some(&script), hint).map_err(|e| password.scrub(e))?;
         Ok(())
     }
 
@@ -269,9 +394,28 @@ impl EmbeddedPostgres {
         let tools = self.tools();
         let mut cmd = tools.command("psql");
         cmd.args(["-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", &self.conninfo("postgres")]);
-        let hint = format!("the server is running; its log is in {}", self.data_dir.join(LOG_DIR).display());
-        tools.run(cmd, Some(&script), &hint)?;
-        Ok(())
+        if let Some(password) = &self.password {
+            // Set on psql alone: the server would hand it on to whatever it runs.
+            cmd.env("PGPASSWORD", password.expose());
+        }
+        let log_dir = self.data_dir.join(LOG_DIR);
+        match tools.run(cmd, Some(&script), &format!("the server is running; its log is in {}", log_dir.display())) {
+            Ok(_) => Ok(()),
+            Err(Error::Tool { tool, status, output, .. })
+                if output.contains("password authentication failed") || output.contains("no password supplied") =>
+            {
+                let hint = format!(
+                    "the server is running and wants the password kept in {file}. If that file was \
+                     lost or edited, stop the server (`pg_ctl -D {dir} stop -m fast`, as the owner of \
+                     that directory), delete the file if it is still there, and start again: a new \
+                     password is then set",
+                    file = self.password_file().display(),
+                    dir = self.data_dir.display(),
+                );
+                Err(Error::Tool { tool, status, output, hint })
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn conninfo(&self, dbname: &str) -> String {
@@ -324,6 +468,20 @@ impl Drop for EmbeddedPostgres {
         if let Err(e) = self.shutdown() {
             eprintln!("gatehouse: could not stop the embedded PostgreSQL: {e}");
         }
+    }
+}
+
+/// Where initdb reads the first password from: next to the data directory, which must be empty.
+fn initdb_password_file(data_dir: &Path) -> PathBuf {
+    let name = data_dir.file_name().map_or_else(|| "pgdata".into(), |n| n.to_string_lossy());
+    data_dir.with_file_name(format!(".{name}.initdb-password"))
+}
+
+struct RemoveOnDrop<'a>(&'a Path);
+
+impl Drop for RemoveOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(self.0);
     }
 }
 

@@ -31,22 +31,32 @@ pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
 /// arrived. Without it, only a request that came by service chaining (from a component of the
 /// same application on the same host) is admitted: a contract route exposed for a tool host
 /// is closed until the operator gives both sides the secret.
+///
+/// A valid signature's nonce must still be spent, once ([`signed_nonce`]): the handler does it
+/// where it reaches the database.
 pub fn require_service_request(req: &Request) -> Result<(), ApiError> {
-    let secret = gatehouse_platform::contract_secret()?;
-    let Some(secret) = secret else {
-        return match crate::route::matched_route(req) {
+    match gatehouse_platform::contract_secret()? {
+        None => match crate::route::matched_route(req) {
             Some(crate::CHAINED_ROUTE) => Ok(()),
             _ => Err(ApiError::unauthorized()),
-        };
-    };
+        },
+        Some(secret) => verified(req, &secret).map(drop).ok_or_else(ApiError::unauthorized),
+    }
+}
+
+/// The nonce of an admitted service request's signature, to spend once; `None` for a request
+/// that came by service chaining with no `contract_secret` set, which carries none.
+pub fn signed_nonce(req: &Request) -> Result<Option<service_auth::Signed>, ApiError> {
+    match gatehouse_platform::contract_secret()? {
+        None => Ok(None),
+        Some(secret) => verified(req, &secret).map(Some).ok_or_else(ApiError::unauthorized),
+    }
+}
+
+fn verified(req: &Request, secret: &str) -> Option<service_auth::Signed> {
     let header = req.header(service_auth::SIGNATURE_HEADER).and_then(|value| value.as_str()).unwrap_or_default();
     let method = req.method().to_string();
-    if service_auth::verify(secret.as_bytes(), header, &method, req.path(), req.body(), gatehouse_platform::unix_now())
-    {
-        Ok(())
-    } else {
-        Err(ApiError::unauthorized())
-    }
+    service_auth::verify(secret.as_bytes(), header, &method, req.path(), req.body(), gatehouse_platform::unix_now())
 }
 
 /// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 7235).

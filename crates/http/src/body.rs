@@ -31,6 +31,8 @@ pub enum BodyError {
     Unexpected,
     #[error("The request body must be JSON (Content-Type: application/json).")]
     MediaType,
+    #[error("The request body holds a NUL character (\\u0000), which no text here may contain.")]
+    Nul,
 }
 
 impl From<BodyError> for ApiError {
@@ -72,7 +74,36 @@ pub fn parse_body<T: DeserializeOwned>(req: &Request) -> Result<Option<T>, BodyE
     if *first != b'{' {
         return Err(not_an_object(body));
     }
+    if may_hold_nul(body) {
+        let value: Value = serde_json::from_slice(body).map_err(classify)?;
+        return from_value_without_nul(value).map(Some);
+    }
     serde_json::from_slice(body).map(Some).map_err(classify)
+}
+
+/// Whether the text has a `\u0000` escape: the only way a JSON document can hold a NUL, and
+/// one PostgreSQL refuses in text and in `jsonb` alike. Checked on the bytes first, so a
+/// body without one is parsed once; one with it is parsed as a value and looked at closely
+/// (an escaped backslash followed by `u0000` is no NUL).
+fn may_hold_nul(body: &[u8]) -> bool {
+    body.windows(6).any(|w| w[0] == b'\\' && w[1] == b'u' && w[2..].iter().all(|b| *b == b'0'))
+}
+
+fn from_value_without_nul<T: DeserializeOwned>(value: Value) -> Result<T, BodyError> {
+    if holds_nul(&value) {
+        return Err(BodyError::Nul);
+    }
+    serde_json::from_value(value).map_err(classify)
+}
+
+/// Whether any string of `value`, key or value, at any depth, holds a NUL.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(key, item)| key.contains('\0') || holds_nul(item)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
 }
 
 /// A JSON value that arrived inside another document (an MCP tool's arguments) as `T`, with
@@ -81,7 +112,7 @@ pub fn from_json_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError>
     if !value.is_object() {
         return Err(BodyError::NotAnObject(kind(&value)).into());
     }
-    Ok(serde_json::from_value(value).map_err(classify)?)
+    Ok(from_value_without_nul(value)?)
 }
 
 /// A missing Content-Type is tolerated because some relays' HTTP clients omit it, and
@@ -214,6 +245,24 @@ mod tests {
         for body in [r#"{"action":"proceed"}"#, "[]", "0", "{"] {
             assert_eq!(code(require_no_body(&request(None, body))), Some(ErrorCode::InvalidInput), "{body:?}");
         }
+    }
+
+    /// PostgreSQL holds no NUL in text or `jsonb`: a body with one is a 400 before any field
+    /// is read, wherever the NUL sits, and an escaped backslash before `u0000` is no NUL.
+    #[test]
+    fn a_nul_anywhere_is_refused_and_a_lookalike_is_not() {
+        for body in
+            [r#"{"reason": "a\u0000b"}"#, r#"{"reason": "ok", "x": {"deep": ["\u0000"]}}"#, r#"{"k\u0000ey": 1}"#]
+        {
+            let parsed: Result<Option<Value>, _> = read_optional_json(&request(Some("application/json"), body));
+            let error = parsed.err();
+            assert_eq!(error.as_ref().map(|e| e.code), Some(ErrorCode::InvalidInput), "{body}");
+            assert!(error.is_some_and(|e| e.message.contains("NUL")), "{body}");
+        }
+        let parsed: Result<Cancel, _> = read_json(&request(None, r#"{"reason": "C:\\u0000 is a path"}"#));
+        assert_eq!(parsed.ok(), Some(Cancel { reason: Some("C:\\u0000 is a path".into()) }));
+        let embedded: Result<Cancel, _> = from_json_value(serde_json::json!({"reason": "a\u{0}b"}));
+        assert_eq!(code(embedded), Some(ErrorCode::InvalidInput));
     }
 
     #[test]

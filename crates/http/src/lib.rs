@@ -31,14 +31,14 @@ mod route;
 mod router;
 mod serve;
 
-pub use auth::{require_bearer, require_service_request};
+pub use auth::{require_bearer, require_service_request, signed_nonce};
 pub use body::{
     BodyError, MAX_BODY_BYTES, from_json_value, parse_body, read_json, read_optional_json, require_no_body,
 };
 /// Which component is serving: [`serve`] names it in every log line.
 pub use gatehouse_platform::{Component, this_component};
 pub use response::{RETRY_AFTER_SECONDS, error_response, json_response};
-pub use route::{CHAINED_ROUTE, header, parse_call_id, prefer_wait, query_param, require_method};
+pub use route::{CHAINED_ROUTE, header, header_text, parse_call_id, prefer_wait, query_param, require_method};
 pub use router::{Access, Params, Router};
 pub use serve::{AfterResponse, Reply, serve};
 

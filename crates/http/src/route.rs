@@ -40,9 +40,22 @@ pub(crate) fn matched_route(req: &Request) -> Option<&str> {
 /// The route Spin reports for a request that reached a private component by service chaining.
 pub const CHAINED_ROUTE: &str = "/...";
 
-/// A request header as text.
+/// A request header as text; a value that is not UTF-8 reads as absent. For a header that must
+/// not be silently dropped (an idempotency key), use [`header_text`].
 pub fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
     req.header(name).and_then(|value| value.as_str())
+}
+
+/// A request header whose value the request depends on: absent, text, or a 400 naming it
+/// when its bytes are not UTF-8 (ignoring it would act as if the client had not sent it).
+pub fn header_text<'a>(req: &'a Request, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match req.header(name) {
+        None => Ok(None),
+        Some(value) => value.as_str().map(Some).ok_or_else(|| {
+            ApiError::invalid_input(format!("The {name} header must be UTF-8 text."))
+                .with_field(name, "is not UTF-8 text")
+        }),
+    }
 }
 
 /// The decoded value of a query-string parameter (`+` is a space, as in a form), or `None`
@@ -96,7 +109,12 @@ fn percent_decode(text: &str, plus: Plus) -> Result<String, &'static str> {
             }
         }
     }
-    String::from_utf8(out).map_err(|_| "does not decode to UTF-8 text")
+    let text = String::from_utf8(out).map_err(|_| "does not decode to UTF-8 text")?;
+    // PostgreSQL holds no NUL in text: refused here rather than by the database, as a 500.
+    if text.contains('\0') {
+        return Err("holds a NUL character (%00)");
+    }
+    Ok(text)
 }
 
 /// Rejects any other method with a 405 whose `Allow` header names the accepted one.
@@ -155,7 +173,7 @@ mod tests {
 
     #[test]
     fn malformed_escapes_in_a_path_are_refused() {
-        for raw in ["%zz", "abc%4", "%", "%ff", "%C3", "a%%20"] {
+        for raw in ["%zz", "abc%4", "%", "%ff", "%C3", "a%%20", "a%00b"] {
             let error = decode_path_param("session", Some(raw)).err();
             assert_eq!(error.as_ref().map(|e| e.code), Some(ErrorCode::InvalidInput), "{raw}");
         }

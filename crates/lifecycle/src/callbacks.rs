@@ -184,7 +184,7 @@ async fn try_deliver(
                 answer.is_success()
             }
             Err(failure) => {
-                record(ctx, call, kind, &url, attempt, None, Some(&failure.to_string()), elapsed);
+                record(ctx, call, kind, &url, attempt, None, Some(&unanswered(failure)), elapsed);
                 false
             }
         };
@@ -198,6 +198,21 @@ async fn try_deliver(
         }
     }
     Ok(last)
+}
+
+/// Why a relay gave no answer, as the audit row keeps it (`GET /voice-tools/calls/:id/callbacks`
+/// shows it to anyone with a token): that it was unreachable, not how, so the route cannot
+/// tell a closed port from a filtered one; the log has the transport's own words.
+fn unanswered(failure: &gatehouse_platform::SendFailure) -> String {
+    use gatehouse_platform::SendFailure;
+    match failure {
+        SendFailure::TimedOut(timeout) => format!("no answer within {} s", timeout.as_secs_f64()),
+        SendFailure::TooLarge(cap) => format!("the answer was longer than {cap} bytes"),
+        SendFailure::Transport(detail) => {
+            gatehouse_platform::log_line("warn", &format!("callback transport failure: {detail}"));
+            "unreachable".to_owned()
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)] // one audit row, one argument per column

@@ -2,8 +2,10 @@
 //! say truthfully what that means.
 
 use gatehouse_domain::contract::{Checkpoint, ToolRequest};
+use gatehouse_domain::limits::{MAX_REASON_CHARS, check_optional_length};
 use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_store::{ToolCall, Transition};
+use gatehouse_tool::ToolError;
 use serde::Deserialize;
 
 use crate::flow::tool_request;
@@ -36,6 +38,7 @@ pub(crate) async fn cancel_as(
     request: CancelRequest,
     actor: &str,
 ) -> Result<Outcome<Brief>, ApiError> {
+    check_optional_length("reason", request.reason.as_deref(), MAX_REASON_CHARS)?;
     let db = ctx.db()?;
     // The sentence depends on the state the cancel wins from, which only the statement knows;
     // it is written from the state read first and corrected in the rare case that changed.
@@ -64,17 +67,27 @@ async fn after_cancel(ctx: Ctx, call: ToolCall, checkpoint: Option<Checkpoint>) 
     callbacks::completion(&ctx, &call).await;
 }
 
-/// Asks the tool to undo its prepared work. A failure is logged: the call's state is already
-/// final and true, and a leftover draft is not a side effect.
+/// Asks the tool to undo its prepared work. The call's state is already final and true, and a
+/// leftover draft is not a side effect, so a failure is only logged; the discard stays owed
+/// and the sweeper tries it again later (`sweep`). Once the tool has answered (done, or a
+/// definitive no), nothing is owed.
 pub(crate) async fn discard(ctx: &Ctx, call: &ToolCall, checkpoint: Checkpoint) {
     ctx.release();
     let request = ToolRequest { checkpoint: Some(checkpoint), attempt: 1, ..tool_request(call) };
     let outcome = match ctx.config().tool(&call.function_name, &call.component) {
-        Ok(tool) => tool.discard(&request).await.map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
+        Ok(tool) => tool.discard(&request).await,
+        Err(e) => Err(ToolError::Crashed(e.to_string())),
     };
-    if let Err(e) = outcome {
+    if let Err(e) = &outcome {
         gatehouse_platform::log_line("warn", &format!("discarding the prepared work of {}: {e}", call.tool_call_id));
+    }
+    if !matches!(outcome, Err(ToolError::Crashed(_))) {
+        let settled = ctx.db().and_then(|db| Ok(gatehouse_store::discard_settled(&db, &call.tool_call_id)?));
+        ctx.release();
+        if let Err(e) = settled {
+            let problem = e.detail.unwrap_or(e.message);
+            gatehouse_platform::log_line("warn", &format!("recording the discard of {}: {problem}", call.tool_call_id));
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use gatehouse_domain::{ApiError, Status, ToolCallId};
+use gatehouse_domain::limits::{MAX_REASON_CHARS, MAX_URL_CHARS, check_optional_length};
+use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
 use gatehouse_platform::Method;
 use gatehouse_store::{ToolCall, Transition};
 use serde::Deserialize;
@@ -35,6 +36,7 @@ pub async fn confirm(
     request: ConfirmRequest,
     wait: Option<Duration>,
 ) -> Result<Outcome<Progress>, ApiError> {
+    check_optional_length("callback_url", request.callback_url.as_deref(), MAX_URL_CHARS)?;
     let callback_url = ctx.config().checked_callback_url(request.callback_url.as_deref())?;
     let lease_owner = gatehouse_platform::new_token();
     let lease_seconds = ctx.config().lease_seconds()?;
@@ -46,6 +48,19 @@ pub async fn confirm(
             let message = "Okay, I'm on it. I'll check with you before anything is final.";
             start(ctx, drive, after.trace_id, lease_seconds, wait, message).await
         }
+        Transition::Rejected { current }
+            if current.status == Status::Pending
+                && callback_url
+                    .as_deref()
+                    .is_some_and(|url| current.callback_url.as_deref().is_some_and(|own| own != url)) =>
+        {
+            Err(ApiError::new(
+                ErrorCode::CallbackUrlConflict,
+                "This call already reports to another callback URL; a confirm cannot change where its reports go.",
+            )
+            .with_tool_call_id(id.clone())
+            .with_call_status(current.status))
+        }
         other => Err(rejection::refuse(&db, Action::Confirm, id, other)),
     }
 }
@@ -56,6 +71,7 @@ pub async fn resume(
     request: ResumeRequest,
     wait: Option<Duration>,
 ) -> Result<Outcome<Progress>, ApiError> {
+    check_optional_length("reason", request.reason.as_deref(), MAX_REASON_CHARS)?;
     match request.action.as_str() {
         "proceed" => {}
         "cancel" => {

@@ -46,10 +46,12 @@ impl Ctx {
     }
 
     /// The request's connection, opened by the first step that needs one (see the rule above).
-    /// The server's signing secret (the one callbacks are signed with), for a front end that
-    /// signs what it hands a client to bring back, such as MCP's `requestState`.
-    pub fn callback_secret(&self) -> Result<String, ApiError> {
-        self.config().callback_secret()
+    /// The key of what a front end signs and hands a client to bring back, such as MCP's
+    /// `requestState`: `state_secret`, which only Gatehouse's hosts hold. (Not the callback
+    /// secret: every relay holds that one to verify callbacks, so a relay could mint a state
+    /// for a call it did not create.)
+    pub fn state_secret(&self) -> Result<String, ApiError> {
+        self.config().non_empty_secret("state_secret")
     }
 
     pub fn db(&self) -> Result<Rc<Connection>, ApiError> {
@@ -113,6 +115,14 @@ impl Config {
         self.seconds("pending_ttl_seconds")
     }
 
+    /// How many waiting PENDING calls one session may hold (`max_pending_calls_per_session`).
+    pub fn max_pending_per_session(&self) -> Result<i64, ApiError> {
+        let name = "max_pending_calls_per_session";
+        self.read(name)?.trim().parse::<i64>().ok().filter(|cap| *cap >= 1).ok_or_else(|| {
+            ApiError::internal().with_detail(format!("the {name} variable is not a whole number of at least 1"))
+        })
+    }
+
     pub fn checkpoint_ttl_seconds(&self) -> Result<f64, ApiError> {
         self.seconds("checkpoint_ttl_seconds")
     }
@@ -171,10 +181,14 @@ impl Config {
     }
 
     pub fn callback_secret(&self) -> Result<String, ApiError> {
-        let secret = self.read("callback_secret")?;
-        // An empty key would make every signature forgeable: fail closed.
+        self.non_empty_secret("callback_secret")
+    }
+
+    /// A signing key's variable. An empty key would make every signature forgeable: fail closed.
+    fn non_empty_secret(&self, name: &'static str) -> Result<String, ApiError> {
+        let secret = self.read(name)?;
         if secret.is_empty() {
-            return Err(ApiError::internal().with_detail("the callback_secret variable is empty"));
+            return Err(ApiError::internal().with_detail(format!("the {name} variable is empty")));
         }
         Ok(secret)
     }

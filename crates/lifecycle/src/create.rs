@@ -1,6 +1,7 @@
 //! `POST /voice-tools/pending`: record a PENDING call, with the tool's summary to speak.
 
 use gatehouse_domain::contract::ToolRequest;
+use gatehouse_domain::limits::{MAX_LABEL_CHARS, MAX_URL_CHARS, check_optional_length};
 use gatehouse_domain::{ApiError, ErrorCode, SessionId};
 use gatehouse_store::{Created, NewCall};
 use gatehouse_tool::ToolError;
@@ -28,6 +29,17 @@ pub struct CreateRequest {
     pub callback_url: Option<String>,
 }
 
+impl CreateRequest {
+    /// Every label and URL within its bound (`gatehouse_domain::limits`).
+    fn check_bounds(&self) -> Result<(), ApiError> {
+        check_optional_length("function_name", self.function_name.as_deref(), MAX_LABEL_CHARS)?;
+        check_optional_length("function", self.function.as_deref(), MAX_LABEL_CHARS)?;
+        check_optional_length("connection_id", self.connection_id.as_deref(), MAX_LABEL_CHARS)?;
+        check_optional_length("intent_id", self.intent_id.as_deref(), MAX_LABEL_CHARS)?;
+        check_optional_length("callback_url", self.callback_url.as_deref(), MAX_URL_CHARS)
+    }
+}
+
 /// Records the call; its answer (the call's id, status and the sentence to read back) is the
 /// same for a retried request with the same `Idempotency-Key`.
 pub async fn create(
@@ -39,6 +51,7 @@ pub async fn create(
     let config = ctx.config();
     ctx.db()?;
     let session_id = crate::session_id(&request.session_id)?;
+    request.check_bounds()?;
     let function = request.function_name.as_deref().or(request.function.as_deref()).unwrap_or_default();
     if function.is_empty() {
         return Err(ApiError::invalid_input("Say which tool to use.").with_field("function_name", "is required"));
@@ -47,6 +60,7 @@ pub async fn create(
         return Err(ApiError::invalid_input("The parameters must be a JSON object.")
             .with_field("parameters", "must be an object"));
     };
+    gatehouse_domain::limits::check_parameters_size(parameters)?;
     if let Some(key) = idempotency_key
         && (key.is_empty() || key.len() > 255)
     {
@@ -91,6 +105,7 @@ pub async fn create(
         ttl_seconds: config.pending_ttl_seconds()?,
         needs_checkpoint: validated.needs_checkpoint,
         validation: validated.execution.as_ref().map(|e| validated_row(e, None, Some(trace_id))),
+        max_pending_per_session: config.max_pending_per_session()?,
     };
     // A concurrent create with the same key may not be visible yet to this statement; the
     // second try sees it.
@@ -105,9 +120,22 @@ pub async fn create(
                 ));
             }
             Created::Raced => continue,
+            Created::SessionFull => return Err(session_full(config.max_pending_per_session()?)),
         }
     }
     Err(ApiError::internal().with_detail("an idempotent create raced twice"))
+}
+
+/// A session holds as many waiting calls as it may: 429, and the relay should settle some
+/// (confirm or cancel) before proposing more.
+pub(crate) fn session_full(cap: i64) -> ApiError {
+    ApiError::new(
+        ErrorCode::TooManyOpenCalls,
+        format!(
+            "This conversation already has {cap} requests waiting for an answer. \
+             Confirm or cancel some of them before asking for more."
+        ),
+    )
 }
 
 /// The tool's answer as an API error: its field errors for the caller, or a 502.

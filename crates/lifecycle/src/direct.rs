@@ -58,6 +58,14 @@ pub struct Envelope {
 impl Envelope {
     /// The envelope's fields, which a request body carries beside the tool's own.
     pub const FIELDS: [&'static str; 4] = ["session_id", "intent_id", "connection_id", "callback_url"];
+
+    /// Every label and the URL within its bound (`gatehouse_domain::limits`).
+    fn check_bounds(&self) -> Result<(), ApiError> {
+        use gatehouse_domain::limits::{MAX_LABEL_CHARS, MAX_URL_CHARS, check_length, check_optional_length};
+        check_optional_length("intent_id", self.intent_id.as_deref(), MAX_LABEL_CHARS)?;
+        check_optional_length("connection_id", self.connection_id.as_deref(), MAX_LABEL_CHARS)?;
+        check_length("callback_url", &self.callback_url, MAX_URL_CHARS)
+    }
 }
 
 impl DirectFlow {
@@ -73,6 +81,8 @@ impl DirectFlow {
         parameters: Map<String, Value>,
     ) -> Result<ToolCall, ApiError> {
         let session_id = crate::session_id(&envelope.session_id)?;
+        envelope.check_bounds()?;
+        gatehouse_domain::limits::check_parameters_size(&parameters)?;
         let identity = gatehouse_tool::identity(tool, component);
         let trace_id = gatehouse_platform::trace_id();
         let validated = validate(tool, &identity, &session_id, parameters, &trace_id)?;
@@ -130,10 +140,15 @@ fn record(
         ttl_seconds: config.pending_ttl_seconds()?,
         needs_checkpoint: validated.needs_checkpoint,
         validation: validated.execution.as_ref().map(|e| validated_row(e, None, Some(trace_id))),
+        max_pending_per_session: config.max_pending_per_session()?,
     };
     let db = ctx.db()?;
-    if !matches!(gatehouse_store::insert_call(&db, &new_call)?, Created::New(_)) {
-        return Err(ApiError::internal().with_detail("a new call without an Idempotency-Key was not created"));
+    match gatehouse_store::insert_call(&db, &new_call)? {
+        Created::New(_) => {}
+        Created::SessionFull => return Err(crate::create::session_full(config.max_pending_per_session()?)),
+        Created::Existing { .. } | Created::Raced => {
+            return Err(ApiError::internal().with_detail("a new call without an Idempotency-Key was not created"));
+        }
     }
     let lease_owner = gatehouse_platform::new_token();
     match gatehouse_store::confirm_call(&db, &id, &lease_owner, config.lease_seconds()?, callback_url.as_deref())? {

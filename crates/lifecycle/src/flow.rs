@@ -98,7 +98,9 @@ impl Walker<'_> {
             return Ok(());
         }
         let mut checkpoint = self.call().checkpoint.clone();
-        if self.call().prepared_at.is_none() {
+        // A call past its point of no return prepared all it had to (a tool with no checkpoint
+        // answered none): a re-drive goes straight back to `execute`, which reconciles.
+        if self.call().prepared_at.is_none() && self.call().side_effect_started_at.is_none() {
             // The connection rule (see `Ctx`): nothing is held while the policy or the tool works.
             self.ctx.release();
             let decision = policy.before_work(self.call()).await;

@@ -2,6 +2,7 @@
 //! have the tool validate the result, and record every changed field.
 
 use gatehouse_domain::contract::ToolRequest;
+use gatehouse_domain::limits::{MAX_PARAMETERS_HISTORY_BYTES, MAX_REASON_CHARS, check_optional_length};
 use gatehouse_domain::{ApiError, FieldChange, ToolCallId, changed_fields, merge_patch};
 use gatehouse_store::{ParameterChange, Transition};
 use gatehouse_tool::history::write_validated;
@@ -39,6 +40,7 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
         return Err(ApiError::invalid_input("The parameters must be a JSON object (a merge patch).")
             .with_field("parameters", "must be an object"));
     }
+    check_optional_length("reason", request.reason.as_deref(), MAX_REASON_CHARS)?;
     let call = gatehouse_store::get_call(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
     if let Some(error) = rejection::check(Action::Modify, &call) {
         return Err(error);
@@ -58,6 +60,7 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
     let Value::Object(patched) = patched else {
         return Err(ApiError::internal().with_detail("a merge patch of an object gave a non-object"));
     };
+    gatehouse_domain::limits::check_parameters_size(&patched)?;
     let asked = ToolRequest { parameters: patched, attempt: 1, ..tool_request(&call) };
     let validated = ctx
         .config()
@@ -75,6 +78,7 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
         .map(|c| ParameterChange { field: c.field.clone(), old_value: c.old.clone(), new_value: c.new.clone() })
         .collect();
     if !changes.is_empty() {
+        check_history_room(id, &call, &history, request.reason.as_deref())?;
         let db = &ctx.db()?;
         let transition = gatehouse_store::modify_call(
             db,
@@ -99,6 +103,34 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
         }
     }
     Ok(response(id, &validated.parameters, &validated.summary, &changes))
+}
+
+/// Refuses a correction that would take the call's `parameters_history` past its bound. (The
+/// update is conditional on the parameters read here, so no concurrent correction can have
+/// added to the history this counted.)
+fn check_history_room(
+    id: &ToolCallId,
+    call: &gatehouse_store::ToolCall,
+    history: &[ParameterChange],
+    reason: Option<&str>,
+) -> Result<(), ApiError> {
+    /// Each entry also gets a timestamp and the reason; a generous allowance for the first.
+    const PER_ENTRY: usize = 64;
+    let stored = serde_json::to_string(&call.parameters_history).map_or(0, |text| text.len());
+    let added = serde_json::to_string(history).map_or(0, |text| text.len())
+        + history.len() * (PER_ENTRY + reason.map_or(0, str::len));
+    if stored + added <= MAX_PARAMETERS_HISTORY_BYTES {
+        return Ok(());
+    }
+    Err(ApiError::invalid_state(
+        format!(
+            "This call's corrections have reached the most one call can keep ({} KB). \
+             Cancel it and ask for a new one.",
+            MAX_PARAMETERS_HISTORY_BYTES / 1024
+        ),
+        id.clone(),
+        call.status,
+    ))
 }
 
 /// How many times the call was corrected: each applied modify added one MODIFIED entry. (The

@@ -1,10 +1,20 @@
 //! The sweeper: makes expiry permanent, fails executions that ran out of attempts, re-drives
-//! executions whose worker is gone, and delivers the reports (checkpoint and completion
-//! callbacks) a worker owed the relay and died before sending. Several sweepers (one per
-//! runner) can run at once: each statement claims its rows with SKIP LOCKED.
+//! executions whose worker is gone, delivers the reports (checkpoint and completion callbacks)
+//! a worker owed the relay and died before sending, and retries the discards a tool host did
+//! not answer. Several sweepers (one per runner) can run at once: each statement claims its
+//! rows with SKIP LOCKED.
+//!
+//! A pass is bounded: each statement takes a batch, repeated while batches come back full and
+//! the pass's time for statements lasts; after the answer, deliveries run side by side, one
+//! relay's after another's only when they share the relay, and none starts once the pass's
+//! time for deliveries is over. What a pass leaves stays owed for the next (docs/architecture.md,
+//! "The sweeper").
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use gatehouse_domain::{ApiError, Status};
-use gatehouse_store::{Claim, ExpiredCall, ToolCall};
+use gatehouse_store::{Claim, Connection, ExpiredCall, StoreError, ToolCall};
 use serde::Serialize;
 
 use crate::confirm::hand_to_executor;
@@ -12,8 +22,19 @@ use crate::context::MAX_ATTEMPTS;
 use crate::drive::DriveRequest;
 use crate::{Ctx, Outcome, callbacks};
 
-/// Rows handled per statement per sweep; the next sweep takes the rest.
+/// Rows one statement handles at a time.
 const BATCH: i64 = 100;
+/// How many batches of one kind a pass takes at most, however far behind it is.
+const MAX_BATCHES: usize = 20;
+/// How long a pass's statements may go on before it answers with what it has.
+const STATEMENT_BUDGET: Duration = Duration::from_secs(2);
+/// How long after its answer a pass may start deliveries and discards; what it did not start
+/// stays owed.
+const DELIVERY_BUDGET: Duration = Duration::from_secs(20);
+/// How many times a discard is tried before the sweeper leaves it (and the log says so).
+const MAX_DISCARD_ATTEMPTS: i32 = 5;
+/// Spent nonces forgotten per pass.
+const NONCE_BATCH: i64 = 1000;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepReport {
@@ -21,28 +42,59 @@ pub struct SweepReport {
     pub failed: usize,
     pub redriven: usize,
     pub reported: usize,
+    /// Discards of prepared work retried because an earlier one got no answer from the tool.
+    pub discards_retried: usize,
     pub session_context_purged: u64,
 }
 
 pub async fn sweep(ctx: &Ctx) -> Result<Outcome<SweepReport>, ApiError> {
     let lease_seconds = ctx.config().lease_seconds()?;
     let db = ctx.db()?;
-    let expired = gatehouse_store::expire_stale_calls(&db, BATCH)?;
-    let failed = gatehouse_store::fail_exhausted_calls(&db, MAX_ATTEMPTS, BATCH)?;
-    let claims = gatehouse_store::claim_stranded_calls(&db, lease_seconds, MAX_ATTEMPTS, BATCH)?;
+    let clock = Instant::now();
+    let expired = batches(clock, |batch| gatehouse_store::expire_stale_calls(&db, batch))?;
+    let failed = batches(clock, |batch| gatehouse_store::fail_exhausted_calls(&db, MAX_ATTEMPTS, batch))?;
+    let claims =
+        batches(clock, |batch| gatehouse_store::claim_stranded_calls(&db, lease_seconds, MAX_ATTEMPTS, batch))?;
     // A worker delivers its reports within seconds; one owed for as long as a lease has lost
     // its worker.
-    let owed = gatehouse_store::claim_owed_reports(&db, lease_seconds, BATCH)?;
+    let owed = batches(clock, |batch| gatehouse_store::claim_owed_reports(&db, lease_seconds, batch))?;
+    let discards =
+        batches(clock, |batch| gatehouse_store::claim_owed_discards(&db, lease_seconds, MAX_DISCARD_ATTEMPTS, batch))?;
     let purged = gatehouse_store::purge_expired_session_context(&db)?;
+    forget_nonces(&db);
     let report = SweepReport {
         expired: expired.len(),
         failed: failed.len(),
         redriven: claims.len(),
         reported: owed.len(),
+        discards_retried: discards.len(),
         session_context_purged: purged,
     };
-    let work = Sweep { expired, failed, claims, owed };
+    let work = Sweep { expired, failed, claims, owed, discards };
     Ok(Outcome::new(report).then(follow_up(ctx.clone(), work, lease_seconds)))
+}
+
+/// Runs a claiming statement batch after batch while each comes back full, up to
+/// [`MAX_BATCHES`] and while the pass's [`STATEMENT_BUDGET`] lasts.
+fn batches<T>(clock: Instant, mut take: impl FnMut(i64) -> Result<Vec<T>, StoreError>) -> Result<Vec<T>, ApiError> {
+    let mut all = Vec::new();
+    for _ in 0..MAX_BATCHES {
+        let batch = take(BATCH)?;
+        let full = usize::try_from(BATCH).is_ok_and(|size| batch.len() >= size);
+        all.extend(batch);
+        if !full || clock.elapsed() >= STATEMENT_BUDGET {
+            break;
+        }
+    }
+    Ok(all)
+}
+
+/// Nonces of signed requests whose window has passed are of no use any more. Bookkeeping: a
+/// failure is logged and left to the next pass.
+fn forget_nonces(db: &Connection) {
+    if let Err(e) = gatehouse_store::forget_spent_nonces(db, NONCE_BATCH) {
+        gatehouse_platform::log_line("warn", &format!("forgetting spent nonces: {e}"));
+    }
 }
 
 /// What a sweep claimed, for the work after its answer.
@@ -51,28 +103,102 @@ struct Sweep {
     failed: Vec<ToolCall>,
     claims: Vec<Claim>,
     owed: Vec<ToolCall>,
+    discards: Vec<ToolCall>,
 }
 
-async fn follow_up(ctx: Ctx, Sweep { expired, failed, claims, owed }: Sweep, lease_seconds: f64) {
+/// One piece of work after a sweep's answer that reaches another party (a relay, a tool).
+enum Errand {
+    /// An expired call: its prepared work discarded (if it was prepared), then its report.
+    Expired(ExpiredCall),
+    Completion(ToolCall),
+    Owed(ToolCall),
+    Discard(ToolCall),
+}
+
+impl Errand {
+    fn call(&self) -> &ToolCall {
+        match self {
+            Errand::Expired(ExpiredCall { call, .. })
+            | Errand::Completion(call)
+            | Errand::Owed(call)
+            | Errand::Discard(call) => call,
+        }
+    }
+
+    /// Who answers it: errands for the same party run one after another, so one that never
+    /// answers delays only its own.
+    fn party(&self, ctx: &Ctx) -> String {
+        let call = self.call();
+        if let Errand::Discard(call) = self {
+            return format!("tool {}", call.component);
+        }
+        let url = call.callback_url.clone().or_else(|| ctx.config().callback_default_url().ok().flatten());
+        url.as_deref().and_then(authority).map_or_else(String::new, |relay| format!("relay {relay}"))
+    }
+
+    async fn run(self, ctx: &Ctx) {
+        match self {
+            Errand::Expired(ExpiredCall { call, was_prepared }) => {
+                if was_prepared && let Some(checkpoint) = call.checkpoint.clone() {
+                    crate::cancel::discard(ctx, &call, checkpoint).await;
+                }
+                callbacks::completion(ctx, &call).await;
+            }
+            Errand::Completion(call) => callbacks::completion(ctx, &call).await,
+            Errand::Owed(call) => deliver_owed(ctx, &call).await,
+            Errand::Discard(call) => match call.checkpoint.clone() {
+                Some(checkpoint) => crate::cancel::discard(ctx, &call, checkpoint).await,
+                None => gatehouse_platform::log_line(
+                    "warn",
+                    &format!("{}: a discard is owed but no checkpoint was recorded", call.tool_call_id),
+                ),
+            },
+        }
+    }
+}
+
+/// `host[:port]` of a URL, lowercased.
+fn authority(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    Some(host.to_ascii_lowercase())
+}
+
+async fn follow_up(ctx: Ctx, Sweep { expired, failed, claims, owed, discards }: Sweep, lease_seconds: f64) {
     ctx.release();
+    let started = Instant::now();
     // Re-drives first and side by side: they are the work a caller is waiting for.
     let drives = claims.into_iter().map(|claim| {
         let drive = DriveRequest { tool_call_id: claim.tool_call_id, lease_owner: claim.lease_owner };
         hand_to_executor(ctx.clone(), drive, claim.trace_id, lease_seconds)
     });
     futures::future::join_all(drives).await;
-    for ExpiredCall { call, was_prepared } in expired {
-        if was_prepared && let Some(checkpoint) = call.checkpoint.clone() {
-            crate::cancel::discard(&ctx, &call, checkpoint).await;
+
+    let errands = expired
+        .into_iter()
+        .map(Errand::Expired)
+        .chain(failed.into_iter().map(Errand::Completion))
+        .chain(owed.into_iter().map(Errand::Owed))
+        .chain(discards.into_iter().map(Errand::Discard));
+    let mut by_party: BTreeMap<String, Vec<Errand>> = BTreeMap::new();
+    for errand in errands {
+        by_party.entry(errand.party(&ctx)).or_default().push(errand);
+    }
+    let queues = by_party.into_values().map(|queue| {
+        let ctx = ctx.clone();
+        async move {
+            for errand in queue {
+                if started.elapsed() >= DELIVERY_BUDGET {
+                    // Left owed (the report, the discard): a later pass takes it up.
+                    return;
+                }
+                errand.run(&ctx).await;
+            }
         }
-        callbacks::completion(&ctx, &call).await;
-    }
-    for call in failed {
-        callbacks::completion(&ctx, &call).await;
-    }
-    for call in owed {
-        deliver_owed(&ctx, &call).await;
-    }
+    });
+    futures::future::join_all(queues).await;
 }
 
 /// Sends the report a call's status owes: the checkpoint of a PREPARED call, the completion of
@@ -82,5 +208,32 @@ async fn deliver_owed(ctx: &Ctx, call: &ToolCall) {
         (Status::Prepared, Some(checkpoint)) => callbacks::checkpoint(ctx, call, checkpoint.message.clone()).await,
         (status, _) if status.is_settled() => callbacks::completion(ctx, call).await,
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relays_are_told_apart_by_host_and_port() {
+        assert_eq!(authority("https://Relay.example.com/cb?x=1").as_deref(), Some("relay.example.com"));
+        assert_eq!(authority("http://127.0.0.1:3001/callbacks").as_deref(), Some("127.0.0.1:3001"));
+        assert_eq!(authority("http://user@relay:80").as_deref(), Some("relay:80"));
+        assert_eq!(authority("not a url"), None);
+    }
+
+    #[test]
+    fn batches_go_on_while_full_and_stop_at_a_short_one() {
+        let mut sizes = vec![100, 100, 7, 100].into_iter();
+        let taken = batches(Instant::now(), |_| Ok(vec![(); sizes.next().unwrap_or(0)])).expect("no error");
+        assert_eq!(taken.len(), 207);
+        let mut calls = 0;
+        let capped = batches(Instant::now(), |size| {
+            calls += 1;
+            Ok(vec![(); usize::try_from(size).unwrap_or(0)])
+        })
+        .expect("no error");
+        assert_eq!((calls, capped.len()), (MAX_BATCHES, MAX_BATCHES * 100));
     }
 }

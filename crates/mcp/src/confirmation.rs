@@ -251,7 +251,7 @@ fn input_required(ctx: &Ctx, stage: Stage, name: &str, id: &ToolCallId, message:
 }
 
 fn secret(ctx: &Ctx) -> Result<Vec<u8>, RpcError> {
-    ctx.callback_secret().map(String::into_bytes).map_err(crate::internal)
+    ctx.state_secret().map(String::into_bytes).map_err(crate::internal)
 }
 
 /// The bytes a `requestState` signs: its own purpose first, so no other signature of this
@@ -260,8 +260,8 @@ fn signed(payload: &str) -> Vec<u8> {
     [b"gatehouse mcp requestState\n".as_slice(), payload.as_bytes()].concat()
 }
 
-/// `requestState`: which question, which call, which tool, signed (HMAC-SHA256 with the
-/// server's secret, timestamped) so that a client can neither forge nor alter it, nor present
+/// `requestState`: which question, which call, which tool, signed (HMAC-SHA256 with
+/// `state_secret`, which no relay holds, timestamped) so that a client can neither forge nor alter it, nor present
 /// it on another tool's call or after it lapses. A replay decides nothing twice: the call's
 /// own transitions happen at most once.
 fn seal(secret: &[u8], stage: Stage, name: &str, id: &ToolCallId) -> String {

@@ -118,21 +118,31 @@ fn accepted() -> Reply {
 }
 
 /// DNS rebinding: a browser page must not reach this endpoint from another origin. A request
-/// with an `Origin` is accepted only from the server's own scheme, host and port.
+/// with an `Origin` (which browsers send, and other clients do not) is accepted only from an
+/// origin the `mcp_allowed_origins` variable lists, scheme included. The request's own `Host`
+/// is never trusted for it: a rebinding page controls both.
 fn check_origin(req: &Request) -> Result<(), ApiError> {
     let Some(origin) = gatehouse_http::header(req, "origin") else { return Ok(()) };
-    let own = gatehouse_http::header(req, "spin-full-url").and_then(origin_of);
-    if own.is_some_and(|own| own.eq_ignore_ascii_case(origin.trim_end_matches('/'))) {
+    let allowed = spin_sdk::variables::get(ALLOWED_ORIGINS)
+        .map_err(|e| ApiError::internal().with_detail(format!("reading the {ALLOWED_ORIGINS} variable: {e:?}")))?;
+    if origin_allowed(&allowed, origin) {
         return Ok(());
     }
     Err(ApiError::new(ErrorCode::Forbidden, "Requests from that origin are not allowed."))
 }
 
-/// `scheme://host[:port]` of a URL.
-fn origin_of(url: &str) -> Option<&str> {
-    let after_scheme = url.find("://")? + 3;
-    let end = url[after_scheme..].find('/').map_or(url.len(), |i| after_scheme + i);
-    Some(&url[..end])
+/// The variable listing the browser origins the MCP endpoint admits.
+const ALLOWED_ORIGINS: &str = "mcp_allowed_origins";
+
+/// Whether `origin` is one of `allowed` (comma-separated `scheme://host[:port]`), compared
+/// without case and without a trailing slash.
+fn origin_allowed(allowed: &str, origin: &str) -> bool {
+    let origin = origin.trim().trim_end_matches('/');
+    !origin.is_empty()
+        && allowed
+            .split(',')
+            .map(|entry| entry.trim().trim_end_matches('/'))
+            .any(|entry| entry.eq_ignore_ascii_case(origin))
 }
 
 #[cfg(test)]
@@ -140,10 +150,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn origins_are_scheme_host_and_port() {
-        assert_eq!(origin_of("http://127.0.0.1:3000/mcp"), Some("http://127.0.0.1:3000"));
-        assert_eq!(origin_of("https://gatehouse.example.com/mcp?x=1"), Some("https://gatehouse.example.com"));
-        assert_eq!(origin_of("http://host"), Some("http://host"));
-        assert_eq!(origin_of("not a url"), None);
+    fn only_listed_origins_with_their_scheme_are_allowed() {
+        let allowed = "https://app.example.com, http://localhost:5173/";
+        assert!(origin_allowed(allowed, "https://app.example.com"));
+        assert!(origin_allowed(allowed, "HTTPS://APP.EXAMPLE.COM/"));
+        assert!(origin_allowed(allowed, "http://localhost:5173"));
+        assert!(!origin_allowed(allowed, "http://app.example.com"), "another scheme");
+        assert!(!origin_allowed(allowed, "https://app.example.com:8443"), "another port");
+        assert!(!origin_allowed(allowed, "https://evil.example"));
+        assert!(!origin_allowed("", "https://app.example.com"), "nothing listed");
+        assert!(!origin_allowed(allowed, "null"), "an opaque origin");
     }
 }

@@ -6,9 +6,10 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::{Either, select};
 pub use spin_sdk::http::Method;
-use spin_sdk::http::{Request, Response};
+use spin_sdk::http::{IncomingResponse, Request};
 use wasi::clocks::monotonic_clock;
 
 /// What came back from an outbound request.
@@ -38,6 +39,9 @@ pub enum SendFailure {
     TimedOut(Duration),
     #[error("{0}")]
     Transport(String),
+    /// The answer was longer than [`MAX_ANSWER_BYTES`]; reading stopped there.
+    #[error("the answer is longer than {0} bytes")]
+    TooLarge(usize),
 }
 
 /// Sends one request and waits at most `timeout` for the whole answer.
@@ -63,15 +67,40 @@ pub async fn send(
     }
     let request = builder.body(body).build();
     let exchange = async move {
-        let response: Response =
+        let response: IncomingResponse =
             spin_sdk::http::send(request).await.map_err(|e| SendFailure::Transport(e.to_string()))?;
+        let status = response.status();
+        // Copied out in one statement, so the headers handle (a child of the response) is gone
+        // before the body is read (docs/architecture.md, "Hosts pinned to Spin's wasmtime").
         let headers = response
             .headers()
-            .map(|(name, value)| (name.to_owned(), value.as_str().unwrap_or_default().to_owned()))
+            .entries()
+            .into_iter()
+            .map(|(name, value)| (name, String::from_utf8(value).unwrap_or_default()))
             .collect();
-        Ok(OutboundResponse { status: *response.status(), headers, body: response.into_body() })
+        let body = read_capped(&response, MAX_ANSWER_BYTES).await?;
+        Ok(OutboundResponse { status, headers, body })
     };
     within(timeout, exchange).await.unwrap_or(Err(SendFailure::TimedOut(timeout)))
+}
+
+/// The most of an answer an outbound request reads (a callback's, a tool's, Gmail's; each is
+/// a few kilobytes): a relay or a tool host answering with hundreds of megabytes fails the
+/// request instead of the component.
+pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// The answer's body, read chunk by chunk, refused as soon as it passes `cap`.
+async fn read_capped(response: &IncomingResponse, cap: usize) -> Result<Vec<u8>, SendFailure> {
+    let mut chunks = pin!(response.take_body_stream());
+    let mut body = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| SendFailure::Transport(format!("reading the answer: {e:?}")))?;
+        if body.len() + chunk.len() > cap {
+            return Err(SendFailure::TooLarge(cap));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Waits without blocking the component's other futures.

@@ -15,7 +15,8 @@ const CONTRACT_SECRET: &str = "contract_secret";
 /// The signature header for a service request to `url`, when `contract_secret` is set.
 pub fn service_signature(method: &Method, url: &str, body: &[u8]) -> Result<Option<(&'static str, String)>, ApiError> {
     let Some(secret) = contract_secret()? else { return Ok(None) };
-    let signature = service_auth::sign(secret.as_bytes(), unix_now(), &method.to_string(), path_of(url), body);
+    let nonce = crate::new_token();
+    let signature = service_auth::sign(secret.as_bytes(), unix_now(), &nonce, &method.to_string(), path_of(url), body);
     Ok(Some((service_auth::SIGNATURE_HEADER, signature)))
 }
 

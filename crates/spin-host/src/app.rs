@@ -175,8 +175,14 @@ impl App {
         self.components.keys().map(String::as_str)
     }
 
-    /// Serves a request from the network: public routes only.
-    pub async fn handle_inbound(&self, request: Request<hyper::body::Incoming>, client: SocketAddr) -> Response<Body> {
+    /// Serves a request from the network: public routes only. The body must arrive within
+    /// `body_read_timeout` of the head (else 408) and within the size cap (else 413).
+    pub async fn handle_inbound(
+        &self,
+        request: Request<hyper::body::Incoming>,
+        client: SocketAddr,
+        body_read_timeout: Duration,
+    ) -> Response<Body> {
         let path = request.uri().path().to_owned();
         if path.starts_with(crate::well_known::PREFIX) {
             return crate::well_known::answer(self, &path);
@@ -189,7 +195,13 @@ impl App {
             );
         };
         let (parts, body) = request.into_parts();
-        let body = match http_body_util::Limited::new(body, self.max_body_bytes).collect().await {
+        let read =
+            tokio::time::timeout(body_read_timeout, http_body_util::Limited::new(body, self.max_body_bytes).collect());
+        let Ok(collected) = read.await else {
+            let message = format!("The request's body did not arrive within {} s.", body_read_timeout.as_secs_f64());
+            return error_response(StatusCode::REQUEST_TIMEOUT, ErrorCode::RequestTimeout.as_str(), &message);
+        };
+        let body = match collected {
             Ok(collected) => collected.to_bytes(),
             Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
                 let refusal = ApiError::payload_too_large(self.max_body_bytes);

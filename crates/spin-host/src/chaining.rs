@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 use http::{Request, Response, Uri};
 use serde_json::json;
 
-use crate::outbound::{AllowedHosts, CHAINING_SUFFIX, default_port};
+use crate::outbound::{Admission, AllowedHosts, CHAINING_SUFFIX, default_port};
 
 /// A chained request's answer, once the component has produced its response head.
 pub(crate) type ChainedResponse<B> = Pin<Box<dyn Future<Output = Result<Response<B>, ChainError>> + Send>>;
@@ -46,7 +46,12 @@ pub(crate) enum Destination<B> {
     Chained(Arc<dyn ServeChained<B>>, String),
     /// The application is gone (the host is stopping).
     ShuttingDown,
-    Network,
+    /// Another host. Admitted by an entry naming its host exactly, it may be reached wherever
+    /// it resolves; admitted by a wildcard only, not at a private address (see `network`).
+    Network(
+        // Hosts pinned to a Spin release send as Spin does, with no address check.
+        #[cfg_attr(not(wasmtime_major = "48"), allow(dead_code))] Admission,
+    ),
 }
 
 impl<B: 'static> Outbound<B> {
@@ -71,19 +76,19 @@ impl<B: 'static> Outbound<B> {
         let scheme = uri.scheme_str().unwrap_or("https").to_owned();
         let host = uri.host().unwrap_or_default().to_ascii_lowercase();
         let port = uri.port_u16().or_else(|| default_port(&scheme)).unwrap_or(0);
-        if !self.allowed.allows(&scheme, &host, port) {
+        let Some(admission) = self.allowed.admission(&scheme, &host, port) else {
             crate::log::warn(
                 "outbound request denied",
                 json!({"component": &*self.component, "target": format!("{scheme}://{host}:{port}")}),
             );
             return Destination::Denied;
-        }
+        };
         match host.strip_suffix(CHAINING_SUFFIX) {
             Some(component) => match self.chain.upgrade() {
                 Some(chain) => Destination::Chained(chain, component.to_owned()),
                 None => Destination::ShuttingDown,
             },
-            None => Destination::Network,
+            None => Destination::Network(admission),
         }
     }
 }

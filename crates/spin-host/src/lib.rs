@@ -26,6 +26,10 @@ mod engine;
 mod host;
 pub mod log;
 pub mod manifest;
+// The runner's own outbound connections; a host pinned to a Spin release's wasmtime sends as
+// that release does (see `wasi_http`).
+#[cfg(wasmtime_major = "48")]
+mod network;
 mod outbound;
 pub mod pg_connect;
 mod routing;
@@ -48,4 +52,4 @@ mod bindings {
 pub use app::{App, AppConfig};
 pub use engine::DEFAULT_MAX_INSTANCES;
 pub use host::ZeroRows;
-pub use server::serve;
+pub use server::{ConnectionLimits, serve};

@@ -41,6 +41,13 @@ pub(crate) struct AllowedHosts {
 /// The host name suffix of service chaining: `http://<component id>.spin.internal/...`.
 pub(crate) const CHAINING_SUFFIX: &str = ".spin.internal";
 
+/// How an outbound destination was admitted (see [`AllowedHosts::admission`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    Exact,
+    Wildcard,
+}
+
 pub(crate) fn default_port(scheme: &str) -> Option<u16> {
     match scheme {
         "http" => Some(80),
@@ -69,11 +76,16 @@ impl AllowedHosts {
 
     /// Whether `scheme://host:port` may be reached. `port` is the effective port.
     pub(crate) fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
-        if self.allow_all {
-            return true;
-        }
+        self.admission(scheme, host, port).is_some()
+    }
+
+    /// How `scheme://host:port` is admitted, if it is: by an entry naming its host exactly, or
+    /// only by a wildcard (`*`, `*.suffix`, `insecure:allow-all`). An exact entry is the
+    /// operator's choice of that host wherever it resolves; a wildcard must not lead to a
+    /// private address (see `network`).
+    pub(crate) fn admission(&self, scheme: &str, host: &str, port: u16) -> Option<Admission> {
         let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
-        self.entries.iter().any(|e| {
+        let matching = |e: &&Entry| {
             e.scheme.as_deref().is_none_or(|s| s == scheme)
                 && match &e.host {
                     HostPattern::Any => true,
@@ -84,7 +96,15 @@ impl AllowedHosts {
                     PortPattern::Any => true,
                     PortPattern::Range(lo, hi) => (lo..=hi).contains(&port),
                 }
-        })
+        };
+        let admitting: Vec<&Entry> = self.entries.iter().filter(matching).collect();
+        if admitting.iter().any(|e| matches!(e.host, HostPattern::Exact(_))) {
+            Some(Admission::Exact)
+        } else if !admitting.is_empty() || self.allow_all {
+            Some(Admission::Wildcard)
+        } else {
+            None
+        }
     }
 
     /// Whether a URL such as `postgres://user@db:5432/x` or `http://a.spin.internal/p` may be reached.
@@ -179,6 +199,16 @@ mod tests {
         assert!(h.allows_url("https://api.test:8005/"));
         assert!(!h.allows_url("https://api.test:8011/"));
         assert!(!h.allows_url("http://localhost:3000/"));
+    }
+
+    #[test]
+    fn an_exact_entry_admits_explicitly_and_a_wildcard_does_not() {
+        let h = hosts(&["https://relay.example.com", "https://*.example.com", "http://127.0.0.1:41000..41999"]);
+        assert_eq!(h.admission("https", "relay.example.com", 443), Some(Admission::Exact));
+        assert_eq!(h.admission("https", "other.example.com", 443), Some(Admission::Wildcard));
+        assert_eq!(h.admission("http", "127.0.0.1", 41500), Some(Admission::Exact));
+        assert_eq!(h.admission("http", "127.0.0.1", 22), None);
+        assert_eq!(hosts(&["insecure:allow-all"]).admission("http", "10.0.0.1", 80), Some(Admission::Wildcard));
     }
 
     #[test]

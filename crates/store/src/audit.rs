@@ -6,8 +6,8 @@ use gatehouse_domain::ToolCallId;
 use serde_json::Value;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
-use crate::StoreError;
 use crate::rows::{optional, optional_text};
+use crate::{MAX_CURSOR_MICROS, StoreError};
 
 pub(crate) const CALLS: &str = include_str!("sql/audit/calls.sql");
 pub(crate) const CALLBACKS: &str = include_str!("sql/audit/callbacks.sql");
@@ -27,7 +27,7 @@ impl CallCursor {
     pub fn parse(text: &str) -> Option<CallCursor> {
         let (micros, id) = text.split_once('_')?;
         // The id itself holds an underscore (`tc_...`), so the split is at the first one.
-        let created_at_micros = micros.parse().ok().filter(|m: &i64| *m >= 0)?;
+        let created_at_micros = micros.parse().ok().filter(|m: &i64| (0..=MAX_CURSOR_MICROS).contains(m))?;
         Some(CallCursor { created_at_micros, tool_call_id: ToolCallId::parse(id).ok()? })
     }
 }

@@ -46,6 +46,22 @@ pub struct ToolCall {
     pub side_effect_started_at: Option<String>,
     pub trace_id: Option<String>,
     pub created_at: String,
+    /// When the call entered its status.
+    #[serde(default)]
+    pub status_since: Option<String>,
+    /// How many corrections it took.
+    #[serde(default)]
+    pub corrections: i64,
+    /// What it is waiting on or doing now: `awaiting_confirmation`, `awaiting_resume`,
+    /// `prepare`, `execute`; `None` once final.
+    #[serde(default)]
+    pub current_operation: Option<String>,
+    /// When a failed attempt is tried again.
+    #[serde(default)]
+    pub next_retry_at: Option<String>,
+    /// Past the time it should have moved by (see `tool_call_summary_json`).
+    #[serde(default)]
+    pub overdue: bool,
     pub confirmed_at: Option<String>,
     pub prepared_at: Option<String>,
     pub executed_at: Option<String>,
@@ -86,6 +102,8 @@ pub struct NewCall<'a> {
     /// The history row the tool handed over with its `validate`, written in the same statement
     /// as the call (`None`: the tool wrote it itself).
     pub validation: Option<ToolExecution<'a>>,
+    /// How many waiting PENDING calls the session may hold; a create past it is refused.
+    pub max_pending_per_session: i64,
 }
 
 /// A call as the executor reads it before driving it.
@@ -105,6 +123,8 @@ pub enum Created {
     Existing { fingerprint: String, response: Value },
     /// The key's first call was being created concurrently and is not visible yet; retry.
     Raced,
+    /// The session already holds as many waiting PENDING calls as it may; nothing was created.
+    SessionFull,
 }
 
 /// One entry for `parameters_history`, before the database stamps it.
@@ -148,6 +168,8 @@ const CLAIM_STRANDED: &str = include_str!("sql/calls/claim_stranded.sql");
 const FAIL_EXHAUSTED: &str = include_str!("sql/calls/fail_exhausted.sql");
 const CLAIM_OWED_REPORTS: &str = include_str!("sql/calls/claim_owed_reports.sql");
 const REPORTED: &str = include_str!("sql/calls/reported.sql");
+const CLAIM_OWED_DISCARDS: &str = include_str!("sql/calls/claim_owed_discards.sql");
+const DISCARDED: &str = include_str!("sql/calls/discarded.sql");
 
 /// Every statement above, for the one-row shape check in `rows.rs`.
 #[cfg(test)]
@@ -169,6 +191,8 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("sql/calls/fail_exhausted.sql", FAIL_EXHAUSTED),
     ("sql/calls/claim_owed_reports.sql", CLAIM_OWED_REPORTS),
     ("sql/calls/reported.sql", REPORTED),
+    ("sql/calls/claim_owed_discards.sql", CLAIM_OWED_DISCARDS),
+    ("sql/calls/discarded.sql", DISCARDED),
 ];
 
 fn json(value: &impl Serialize) -> Result<ParameterValue, StoreError> {
@@ -214,6 +238,7 @@ pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, Store
         ]
         .into_iter()
         .chain(history_parameters(call.validation.as_ref()))
+        .chain([ParameterValue::Int64(call.max_pending_per_session)])
         .collect::<Vec<_>>(),
     )?;
     #[derive(Deserialize)]
@@ -228,6 +253,7 @@ pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, Store
         Some(existing) => {
             Ok(Created::Existing { fingerprint: existing.fingerprint.unwrap_or_default(), response: existing.response })
         }
+        None if row.get(2).map(decode::<bool>).transpose()?.flatten() == Some(true) => Ok(Created::SessionFull),
         None => Ok(Created::Raced),
     }
 }
@@ -393,6 +419,26 @@ pub fn claim_owed_reports(db: &Connection, grace_seconds: f64, batch: i64) -> Re
 /// The report of the call's current status has been tried; the sweeper need not send it.
 pub fn report_tried(db: &Connection, tool_call_id: &ToolCallId, kind: &str) -> Result<(), StoreError> {
     one_row(db, REPORTED, &[id(tool_call_id), text(kind)]).map(|_| ())
+}
+
+/// Calls whose `discard` has been owed for longer than `grace_seconds` (whoever owed it failed
+/// or is gone), with fewer than `max_attempts` tries, each claimed for another `grace_seconds`.
+pub fn claim_owed_discards(
+    db: &Connection,
+    grace_seconds: f64,
+    max_attempts: i32,
+    batch: i64,
+) -> Result<Vec<ToolCall>, StoreError> {
+    list(
+        db,
+        CLAIM_OWED_DISCARDS,
+        &[ParameterValue::Floating64(grace_seconds), ParameterValue::Int32(max_attempts), ParameterValue::Int64(batch)],
+    )
+}
+
+/// The tool answered the call's `discard`: it is no longer owed.
+pub fn discard_settled(db: &Connection, tool_call_id: &ToolCallId) -> Result<(), StoreError> {
+    one_row(db, DISCARDED, &[id(tool_call_id)]).map(|_| ())
 }
 
 pub fn fail_exhausted_calls(db: &Connection, max_attempts: i32, batch: i64) -> Result<Vec<ToolCall>, StoreError> {

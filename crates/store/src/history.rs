@@ -65,7 +65,8 @@ impl ExecutionCursor {
     /// Reads the `next_cursor` a previous page answered (`<micros>_<id>`).
     pub fn parse(text: &str) -> Option<ExecutionCursor> {
         let (micros, id) = text.split_once('_')?;
-        Some(ExecutionCursor { started_at_micros: micros.parse().ok()?, execution_id: id.parse().ok()? })
+        let started_at_micros = micros.parse().ok().filter(|m: &i64| (0..=crate::MAX_CURSOR_MICROS).contains(m))?;
+        Some(ExecutionCursor { started_at_micros, execution_id: id.parse().ok().filter(|id: &i64| *id >= 0)? })
     }
 }
 

@@ -8,6 +8,7 @@
 mod audit;
 mod calls;
 mod context;
+mod contract;
 mod credentials;
 mod error;
 mod health;
@@ -18,11 +19,12 @@ mod rows;
 pub use audit::{CallCursor, CallFilter, MAX_CALLBACK_ATTEMPTS, callback_attempts, list_calls};
 pub use calls::{
     CallToDrive, Claim, Created, ExpiredCall, NewCall, ParameterChange, Retry, ToolCall, Transition, begin_side_effect,
-    cancel_call, claim_owed_reports, claim_stranded_calls, complete_call, confirm_call, expire_stale_calls, fail_call,
-    fail_exhausted_calls, get_call, get_call_to_drive, insert_call, mark_prepared, modify_call, release_lease,
-    report_tried, resume_call,
+    cancel_call, claim_owed_discards, claim_owed_reports, claim_stranded_calls, complete_call, confirm_call,
+    discard_settled, expire_stale_calls, fail_call, fail_exhausted_calls, get_call, get_call_to_drive, insert_call,
+    mark_prepared, modify_call, release_lease, report_tried, resume_call,
 };
 pub use context::{CallSummary, ContextView, PendingCall, session_context_view};
+pub use contract::{ClaimedOperation, OperationClaim, claim_operation, forget_spent_nonces, spend_nonce};
 pub use credentials::{cache_credential, cached_credential, forget_credential};
 pub use error::StoreError;
 pub use health::ping;
@@ -34,3 +36,7 @@ pub use records::{
 };
 
 pub use spin_sdk::pg4::Connection;
+
+/// The latest instant a page cursor may name, in microseconds since 1970: the end of year
+/// 9999. A cursor past it names no row this store wrote, and PostgreSQL refuses the interval.
+pub const MAX_CURSOR_MICROS: i64 = 253_402_300_799_999_999;

@@ -121,6 +121,9 @@ mod tests {
             ("sql/history/stats.sql", include_str!("sql/history/stats.sql")),
             ("sql/audit/calls.sql", crate::audit::CALLS),
             ("sql/audit/callbacks.sql", crate::audit::CALLBACKS),
+            ("sql/contract/spend_nonce.sql", crate::contract::SPEND_NONCE),
+            ("sql/contract/forget_nonces.sql", crate::contract::FORGET_NONCES),
+            ("sql/contract/claim.sql", crate::contract::CLAIM),
         ];
         statements.extend(crate::calls::STATEMENTS.iter().map(|(file, sql)| (*file, *sql)));
         statements

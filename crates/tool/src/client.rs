@@ -21,6 +21,24 @@ pub enum ToolError {
     Crashed(String),
 }
 
+/// A tool's refusal with its sentence and field problems cut to their bounds: the tool wrote
+/// them, the call keeps them, and every reader of the call gets them again.
+fn bounded(refusal: ToolRefusal) -> ToolRefusal {
+    use gatehouse_domain::limits::{MAX_LABEL_CHARS, MAX_TOOL_SENTENCE_CHARS, truncate_chars};
+    /// More field problems than any tool's parameters have fields.
+    const MAX_FIELDS: usize = 100;
+    let fields = refusal
+        .fields
+        .into_iter()
+        .take(MAX_FIELDS)
+        .map(|f| gatehouse_domain::FieldProblem {
+            field: truncate_chars(&f.field, MAX_LABEL_CHARS),
+            problem: truncate_chars(&f.problem, MAX_TOOL_SENTENCE_CHARS),
+        })
+        .collect();
+    ToolRefusal { error: truncate_chars(&refusal.error, MAX_TOOL_SENTENCE_CHARS), fields }
+}
+
 /// The tool contract, spoken to one tool: a component of this application through service
 /// chaining, or a tool host at a URL (signed with `contract_secret`).
 #[derive(Debug, Clone)]
@@ -111,9 +129,11 @@ impl ToolClient {
         let crashed = |what: String| ToolError::Crashed(format!("{} {}: {what}", self.component, op.as_str()));
         match answer.status {
             200..=299 => serde_json::from_slice(&answer.body).map_err(|e| crashed(format!("unreadable answer: {e}"))),
-            422 => Err(ToolError::Refused(
-                serde_json::from_slice(&answer.body).map_err(|e| crashed(format!("unreadable refusal: {e}")))?,
-            )),
+            422 => {
+                let refusal: ToolRefusal =
+                    serde_json::from_slice(&answer.body).map_err(|e| crashed(format!("unreadable refusal: {e}")))?;
+                Err(ToolError::Refused(bounded(refusal)))
+            }
             status => Err(crashed(format!("answered HTTP {status}"))),
         }
     }

@@ -87,13 +87,15 @@ impl Execution {
         }
     }
 
-    /// Stops the clock.
+    /// Stops the clock. The error is kept to its bound: a crash's detail may quote whatever a
+    /// tool host answered.
     pub fn end(self, outcome: Outcome, error: Option<&str>) -> Finished {
+        use gatehouse_domain::limits::{MAX_TOOL_SENTENCE_CHARS, truncate_chars};
         Finished {
             duration_ms: self.clock.elapsed().as_secs_f64() * 1000.0,
             execution: self,
             outcome,
-            error: error.map(str::to_owned),
+            error: error.map(|text| truncate_chars(text, MAX_TOOL_SENTENCE_CHARS)),
         }
     }
 }

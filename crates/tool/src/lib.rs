@@ -6,10 +6,12 @@
 //! slows or fails the call it records; [`history`] is the one place such a row is made.
 
 mod client;
+mod guard;
 pub mod history;
 mod registry;
 mod server;
 
 pub use client::{ToolClient, ToolError};
+pub use guard::spend_service_signature;
 pub use registry::{RegistryEntry, ToolRegistry, ToolTarget};
 pub use server::{Tool, ToolFailure, accept, contract_routes, describe_as, identity, serve_tool};

@@ -5,6 +5,7 @@ use gatehouse_domain::{ApiError, FieldProblem, SessionId};
 use gatehouse_http::{Access, Component, IncomingRequest, Params, Reply, Request, ResponseOutparam, Router};
 use serde_json::{Map, Value};
 
+use crate::guard::Guarded;
 use crate::history::{Execution, Outcome, ToolIdentity};
 
 /// A failure the tool reports as a definitive answer: the call becomes FAILED with this
@@ -116,7 +117,17 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
         return Ok(gatehouse_http::json_response(200, &describe_as(tool, component)).into());
     }
     gatehouse_http::require_method(&req, gatehouse_http::Method::Post)?;
+    crate::guard::spend_service_signature(&req)?;
     let request: ToolRequest = gatehouse_http::read_json(&req)?;
+    // An operation that acts on a call acts on the call as recorded, once per attempt.
+    let request = match op {
+        Operation::Prepare | Operation::Execute | Operation::Discard => match crate::guard::guard(op, &request)? {
+            Guarded::Act(request) => request,
+            Guarded::Recorded(answer) => return Ok(gatehouse_http::json_response(200, &answer).into()),
+            Guarded::RecordedFailure(refusal) => return Ok(gatehouse_http::json_response(422, &refusal).into()),
+        },
+        Operation::Describe | Operation::Validate | Operation::Summarize => request,
+    };
 
     // Described once per request: a description carries the whole parameters schema.
     let description = tool.describe();

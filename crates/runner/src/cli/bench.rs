@@ -61,6 +61,7 @@ impl gatehouse_bench::Harness for InProcess {
             sweep_component: "sweeper".into(),
             model_dir: None,
             guest_limits: up::GuestLimits::default(),
+            connection_limits: up::ConnectionArgs::default(),
             component_ids: Vec::new(),
             refuse_zero_row_queries: false,
             drain_delay: std::time::Duration::ZERO,

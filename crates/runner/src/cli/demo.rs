@@ -26,6 +26,10 @@ pub(super) struct DemoArgs {
     /// Play the conversation this many times and print the latency percentiles, quietly.
     #[arg(long, default_value_t = 1)]
     pub(crate) rounds: usize,
+    /// Where the demo's relay listens for callbacks; the application must allow it
+    /// (`callback_allowed_hosts`), as `gatehouse up` allows this default when none is set.
+    #[arg(long, default_value_t = gatehouse_bench::LOCAL_RELAY)]
+    pub(crate) relay_listen: std::net::SocketAddr,
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -83,7 +87,7 @@ fn ms(duration: Duration) -> String {
 
 impl Demo {
     async fn new(args: &DemoArgs) -> Result<Demo> {
-        let relay = Relay::start(&args.callback_secret).await?;
+        let relay = Relay::start(&args.callback_secret, args.relay_listen).await?;
         let demo = Demo {
             client: reqwest::Client::new(),
             base: args.url.trim_end_matches('/').to_owned(),

@@ -37,6 +37,7 @@ pub(super) async fn start_if_unconfigured(
         ("gmail_sender", sender),
         ("gmail_api_base_url", fake.base_url()),
         ("gmail_token_url", fake.token_url()),
+        ("gmail_http_host", fake.local_addr().to_string()),
     ];
     for (name, value) in provided {
         variables.provided.insert(name.into(), value);

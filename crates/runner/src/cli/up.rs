@@ -18,6 +18,13 @@ pub(crate) const DEV_TOKEN: &str = "dev-token";
 /// The callback signing key `up` uses when none is configured; a local relay verifies with it.
 pub(crate) const DEV_CALLBACK_SECRET: &str = "dev-callback-secret";
 
+/// 32 random bytes from the operating system, as hex.
+fn random_secret() -> Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("the operating system gave no random bytes: {e}"))?;
+    Ok(hex::encode(bytes))
+}
+
 #[derive(Args)]
 pub(super) struct UpArgs {
     #[command(flatten)]
@@ -54,6 +61,8 @@ pub(super) struct UpArgs {
     pub(crate) model_dir: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) guest_limits: GuestLimits,
+    #[command(flatten)]
+    pub(crate) connection_limits: ConnectionArgs,
     /// Serve only this component (repeatable), as `spin up --component-id` does; the default is
     /// every component. A selected component that reaches an unselected one by service chaining
     /// stops start-up, naming both.
@@ -97,6 +106,52 @@ pub(super) struct GuestLimits {
         env = "GATEHOUSE_MAX_INSTANCES"
     )]
     pub(crate) max_instances: u32,
+}
+
+/// What one client connection may take (see `gatehouse_spin_host::ConnectionLimits`).
+#[derive(Args, Clone, Debug)]
+pub(super) struct ConnectionArgs {
+    /// Seconds a connection has to send a request's head (the first, or the next on a kept-alive
+    /// connection); a slower one is closed.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_request_timeout, env = "GATEHOUSE_HEADER_READ_TIMEOUT")]
+    pub(crate) header_read_timeout: Duration,
+    /// Seconds a request has to send its body once its head has arrived; a slower one gets 408.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_request_timeout, env = "GATEHOUSE_BODY_READ_TIMEOUT")]
+    pub(crate) body_read_timeout: Duration,
+    /// Connections open at once; more wait until one closes.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000), env = "GATEHOUSE_MAX_CONNECTIONS")]
+    pub(crate) max_connections: u32,
+    /// Requests one connection may make before the host closes it.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000), env = "GATEHOUSE_MAX_REQUESTS_PER_CONNECTION")]
+    pub(crate) max_requests_per_connection: u32,
+}
+
+impl Default for ConnectionArgs {
+    fn default() -> ConnectionArgs {
+        ConnectionArgs::from(gatehouse_spin_host::ConnectionLimits::default())
+    }
+}
+
+impl From<gatehouse_spin_host::ConnectionLimits> for ConnectionArgs {
+    fn from(limits: gatehouse_spin_host::ConnectionLimits) -> ConnectionArgs {
+        ConnectionArgs {
+            header_read_timeout: limits.header_read_timeout,
+            body_read_timeout: limits.body_read_timeout,
+            max_connections: u32::try_from(limits.max_connections).unwrap_or(u32::MAX),
+            max_requests_per_connection: u32::try_from(limits.max_requests_per_connection).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+impl ConnectionArgs {
+    fn limits(&self) -> gatehouse_spin_host::ConnectionLimits {
+        gatehouse_spin_host::ConnectionLimits {
+            header_read_timeout: self.header_read_timeout,
+            body_read_timeout: self.body_read_timeout,
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+            max_requests_per_connection: usize::try_from(self.max_requests_per_connection).unwrap_or(usize::MAX),
+        }
+    }
 }
 
 /// The default deadline of a guest, a little above the longest request the application makes
@@ -218,7 +273,8 @@ pub(super) async fn start(args: &UpArgs) -> Result<Running> {
         Ok((app, listener, dev_gmail)) => {
             let address = listener.local_addr()?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let server = tokio::spawn(gatehouse_spin_host::serve(app.clone(), listener, async {
+            let limits = args.connection_limits.limits();
+            let server = tokio::spawn(gatehouse_spin_host::serve(app.clone(), listener, limits, async {
                 let _ = stopped.await;
             }));
             let sweeper = Sweeper::start(app.clone(), &args.sweep_component, args.sweep_interval);
@@ -252,6 +308,15 @@ async fn listen(
     variables.provided.insert("db_url".into(), database.url.clone());
     variables.provided.insert("db_host".into(), database.host_port()?);
     if !variables.flags.contains_key("api_token") && !variables.env.contains_key("api_token") {
+        // A token everyone knows is only for this machine: anyone who can reach a listener on
+        // another interface could use it.
+        if !args.listen.ip().is_loopback() {
+            anyhow::bail!(
+                "no api_token is set, and {} is not a loopback address: set SPIN_VARIABLE_API_TOKEN \
+                 (or --variable api_token=...), or listen on 127.0.0.1",
+                args.listen
+            );
+        }
         eprintln!("dev mode: no SPIN_VARIABLE_API_TOKEN set, so the API token is '{DEV_TOKEN}'");
         variables.provided.insert("api_token".into(), DEV_TOKEN.into());
     }
@@ -260,6 +325,20 @@ async fn listen(
             "dev mode: no SPIN_VARIABLE_CALLBACK_SECRET set, so callbacks are signed with '{DEV_CALLBACK_SECRET}'"
         );
         variables.provided.insert("callback_secret".into(), DEV_CALLBACK_SECRET.into());
+    }
+    if !variables.flags.contains_key("callback_allowed_hosts") && !variables.env.contains_key("callback_allowed_hosts")
+    {
+        // No wildcard: the one relay this machine's own tools run (`gatehouse demo`, `bench`).
+        let relay = gatehouse_bench::LOCAL_RELAY;
+        eprintln!("no callback_allowed_hosts set, so callbacks may go only to the local demo relay, {relay}");
+        variables.provided.insert("callback_allowed_hosts".into(), relay.to_string());
+        variables.provided.insert("callback_host".into(), relay.to_string());
+    }
+    if !variables.flags.contains_key("state_secret") && !variables.env.contains_key("state_secret") {
+        // Random for this process: only this host signs and reads the state it hands out. Hosts
+        // that share clients must share one, set like the other secrets.
+        eprintln!("dev mode: no SPIN_VARIABLE_STATE_SECRET set, so a random one is used until this process stops");
+        variables.provided.insert("state_secret".into(), random_secret()?);
     }
     let manifest_path = args.app.manifest_path()?;
     let project_home = project_home(&args.app.project_root()?);

@@ -118,12 +118,43 @@ impl WasiHttpHooks for OutboundHooks {
                 let response = app.serve_chained(component, request).await.map_err(chain_error)?;
                 Ok((response, Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>))
             }),
-            Destination::Network => Box::new(async move {
-                use http_body_util::BodyExt;
-                let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-                Ok((response.map(BodyExt::boxed_unsync), Box::new(io) as Box<dyn Future<Output = _> + Send>))
+            Destination::Network(admission) => Box::new(async move {
+                let timeouts = crate::network::Timeouts {
+                    connect: options.and_then(|o| o.connect_timeout).unwrap_or(NETWORK_TIMEOUT),
+                    first_byte: options.and_then(|o| o.first_byte_timeout).unwrap_or(NETWORK_TIMEOUT),
+                };
+                let (response, connection) =
+                    crate::network::send(request, admission, timeouts).await.map_err(network_error)?;
+                let io = async move {
+                    match connection.await {
+                        Ok(ended) => ended.map_err(HttpError::Hyper),
+                        Err(e) => Err(HttpError::InternalError(Some(format!("the connection's task: {e}")))),
+                    }
+                };
+                Ok((
+                    crate::network::boxed(response, HttpError::Hyper),
+                    Box::new(io) as Box<dyn Future<Output = _> + Send>,
+                ))
             }),
         }
+    }
+}
+
+/// How long a step of a network request may take when the guest set no timeout of its own, as
+/// wasmtime's default client allows.
+const NETWORK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+fn network_error(error: crate::network::NetworkError) -> HttpError {
+    use crate::network::NetworkError;
+    match error {
+        NetworkError::NoHost => HttpError::HttpRequestUriInvalid,
+        NetworkError::Dns => HttpError::DnsError { rcode: None, info_code: None },
+        NetworkError::Prohibited => HttpError::DestinationIpProhibited,
+        NetworkError::ConnectTimeout => HttpError::ConnectionTimeout,
+        NetworkError::Connect => HttpError::ConnectionRefused,
+        NetworkError::Tls => HttpError::TlsProtocolError,
+        NetworkError::ResponseTimeout => HttpError::HttpResponseTimeout,
+        NetworkError::Http(e) => HttpError::Hyper(e),
     }
 }
 

@@ -4,7 +4,7 @@
 -- tool_call_id) of the last row already seen or NULL, $6 the page size.
 -- One row more than a page is read, to know whether another page follows.
 WITH page AS (
-    SELECT c.created_at, c.tool_call_id, tool_call_json(c) AS call
+    SELECT c.created_at, c.tool_call_id, tool_call_summary_json(c) AS call
       FROM tool_calls c
      WHERE ($1::text IS NULL OR c.session_id = $1::text)
        AND ($2::text IS NULL OR c.function_name = $2::text)

@@ -2,7 +2,10 @@
 -- $1 id, $2 session, $3 connection, $4 intent, $5 function_name, $6 tool, $7 parameters,
 -- $8 summary, $9 callback_url, $10 idempotency_key, $11 fingerprint, $12 trace_id, $13 ttl s,
 -- $14 whether the tool stops at a checkpoint; $15-$24 the tool's `validate` history row, as
--- record.sql takes it, or all NULL when the tool wrote it itself.
+-- record.sql takes it, or all NULL when the tool wrote it itself; $25 how many waiting PENDING
+-- calls one session may hold: a create past it inserts nothing and answers `session_full`
+-- (counted up to the cap only, so a full session costs no more than a busy one; concurrent
+-- creates may pass it by a few, as each counts before the others commit).
 -- The 201 body is built here, with the database's deadline, and stored for retries.
 -- The history row is written with the call, in one statement and one commit, unless the
 -- statement found neither its own insert nor a first call with the key (a concurrent create's
@@ -19,6 +22,9 @@ WITH inserted AS (
                'actions_available', jsonb_build_array('confirm', 'modify', 'cancel'),
                'expires_at', rfc3339_utc(deadline))
       FROM (SELECT now() + make_interval(secs => $13::float8) AS deadline) AS d
+     WHERE (SELECT count(*) FROM (SELECT 1 FROM tool_calls o
+                                   WHERE o.session_id = $2 AND o.status = 'PENDING' AND o.expires_at > now()
+                                   LIMIT $25::int8) AS open) < $25::int8
     ON CONFLICT (session_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING create_response
 ), first_call AS (
@@ -36,4 +42,8 @@ WITH inserted AS (
 SELECT (SELECT create_response FROM inserted) AS created,
        (SELECT jsonb_build_object('fingerprint', f.request_fingerprint, 'response', f.create_response)
           FROM first_call f
-         WHERE NOT EXISTS (SELECT 1 FROM inserted)) AS existing
+         WHERE NOT EXISTS (SELECT 1 FROM inserted)) AS existing,
+       (SELECT to_jsonb(count(*) >= $25::int8)
+          FROM (SELECT 1 FROM tool_calls o
+                 WHERE o.session_id = $2 AND o.status = 'PENDING' AND o.expires_at > now()
+                 LIMIT $25::int8) AS open) AS session_full
