@@ -1,5 +1,6 @@
--- A call as a list shows it: what it is, where it stands and since when, what it is doing, and
--- whether it is overdue, without its histories. A list of calls never carries a call's
+-- A call as a list shows it: what it is (its parameters included, so a relay can find what a
+-- lost create made), where it stands and since when, what it is doing, and whether it is
+-- overdue, without its histories. A list of calls never carries a call's
 -- parameters history or status history, so a page is a bounded size whatever its calls went
 -- through; the status route answers a call in full: the summary and the rest (tool_call_json,
 -- below) (docs/architecture.md, "Bounds").
@@ -14,6 +15,7 @@ AS $$
         'intent_id',         c.intent_id,
         'function_name',     c.function_name,
         'tool',              c.tool,
+        'parameters',        c.parameters,
         'status',            tool_call_effective_status(c.status, c.expires_at),
         -- When the call entered its status: the last entry of its status history.
         'status_since',      c.status_history -> -1 ->> 'timestamp',
@@ -28,9 +30,11 @@ AS $$
         'current_operation', CASE tool_call_effective_status(c.status, c.expires_at)
                                  WHEN 'PENDING' THEN 'awaiting_confirmation'
                                  WHEN 'PREPARED' THEN 'awaiting_resume'
+                                 -- Prepared (and resumed), past the point of no return, or a
+                                 -- tool with nothing to prepare: the irreversible step is next.
                                  WHEN 'EXECUTING' THEN CASE
-                                     WHEN c.side_effect_started_at IS NOT NULL THEN 'execute'
-                                     WHEN c.needs_checkpoint THEN 'prepare'
+                                     WHEN c.needs_checkpoint AND c.prepared_at IS NULL
+                                          AND c.side_effect_started_at IS NULL THEN 'prepare'
                                      ELSE 'execute' END
                              END,
         -- An execution whose last attempt failed is tried again once its lease ends.
@@ -55,7 +59,6 @@ RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
     SELECT tool_call_summary_json(c) || jsonb_build_object(
-        'parameters',             c.parameters,
         'parameters_history',     c.parameters_history,
         'status_history',         c.status_history,
         'checkpoint',             c.checkpoint,

@@ -138,23 +138,6 @@ async fn the_test_runner_refuses_a_query_that_returns_no_rows() -> Result<()> {
     Ok(())
 }
 
-/// What an edge host serves: every public route, the executor and the sweeper.
-const LIFECYCLE_COMPONENTS: [&str; 13] = [
-    "health",
-    "get-context",
-    "pending",
-    "modify",
-    "cancel",
-    "confirm",
-    "resume",
-    "status",
-    "async-executor",
-    "sweeper",
-    "tools",
-    "mcp",
-    "fallback",
-];
-
 fn options(variables: Vec<(String, String)>, extra_args: Vec<String>) -> RunnerOptions {
     RunnerOptions { variables, extra_args, ..Default::default() }
 }
@@ -180,7 +163,10 @@ async fn the_lifecycle_and_its_tools_on_two_hosts() -> Result<()> {
         ("contract_secret", SECRET),
     ];
     let edge_variables = edge_variables.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-    let edge = Runner::start(&app_manifest(), options(edge_variables, select_components(&LIFECYCLE_COMPONENTS)))?;
+    let edge = Runner::start(
+        &app_manifest(),
+        options(edge_variables, select_components(&gatehouse_tests::LIFECYCLE_COMPONENTS)),
+    )?;
     let app = App { runner: edge, http: reqwest::Client::new(), database_url: database_url() };
 
     // The edge host serves no tool and the tools host no lifecycle route.

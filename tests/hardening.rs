@@ -51,8 +51,8 @@ async fn a_captured_prepare_or_execute_sent_again_does_nothing() -> Result<()> {
         ("contract_secret", SECRET),
     ];
     let variables = edge_variables.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-    let lifecycle: Vec<&str> = LIFECYCLE.to_vec();
-    let options = RunnerOptions { variables, extra_args: select_components(&lifecycle), ..Default::default() };
+    let extra_args = select_components(&gatehouse_tests::LIFECYCLE_COMPONENTS);
+    let options = RunnerOptions { variables, extra_args, ..Default::default() };
     let app = App {
         runner: Runner::start(&app_manifest(), options)?,
         http: reqwest::Client::new(),
@@ -102,23 +102,6 @@ async fn a_captured_prepare_or_execute_sent_again_does_nothing() -> Result<()> {
     ensure!(fake.drafts().is_empty(), "no draft made again");
     Ok(())
 }
-
-/// Every lifecycle component, for a host that serves no tool.
-const LIFECYCLE: [&str; 13] = [
-    "health",
-    "get-context",
-    "pending",
-    "modify",
-    "cancel",
-    "confirm",
-    "resume",
-    "status",
-    "async-executor",
-    "sweeper",
-    "tools",
-    "mcp",
-    "fallback",
-];
 
 /// A confirm cannot send another relay's reports elsewhere: a call created with a callback URL
 /// keeps it; one created without may be given one, and the status history says so.
@@ -248,8 +231,9 @@ async fn a_session_cannot_flood_the_store_with_waiting_calls() -> Result<()> {
 }
 
 /// With nothing configured, no callback may go to a loopback port; the callbacks route says
-/// only "unreachable" for a relay that did not answer, never why; and a relay admitted only by
-/// a wildcard is not reached at a private address, even when its name resolves there.
+/// only "unreachable" for a relay that did not answer, never why; a relay admitted only by a
+/// wildcard is not reached at a private address, even when its name resolves there; and one the
+/// manifest's outbound rule does not cover is refused, saying so.
 #[tokio::test]
 async fn the_callbacks_cannot_scan_the_hosts_network() -> Result<()> {
     let defaults =
@@ -293,6 +277,23 @@ async fn the_callbacks_cannot_scan_the_hosts_network() -> Result<()> {
     let id = exact.create_id(&unique("named"), json!({"to": "a@example.com"}), Some(&by_name)).await?;
     ensure!(exact.cancel(&id).await?.status == 200);
     relay.wait_for(&id, "completion", SETTLE).await?;
+
+    // Admitted by the allowlist but not by the manifest's outbound rule: the attempt says
+    // which setting refused it, and nothing reaches the relay.
+    let refused = App::start(lifecycle_options(
+        &[("callback_allowed_hosts", &format!("localhost:{port}")), ("callback_host", "elsewhere.invalid")],
+        &[],
+    ))
+    .await?;
+    let id = refused.create_id(&unique("refused"), json!({"to": "a@example.com"}), Some(&by_name)).await?;
+    ensure!(refused.cancel(&id).await?.status == 200);
+    let attempts = refused.callback_attempts(&id, 1, SETTLE).await?;
+    let first = &attempts["callbacks"][0];
+    ensure!(
+        first["error"].as_str().is_some_and(|e| e.contains("allowed_outbound_hosts")) && first["status_code"].is_null(),
+        "{attempts}"
+    );
+    ensure!(relay.for_call(&id).is_empty(), "the manifest let the callback out");
     Ok(())
 }
 

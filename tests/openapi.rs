@@ -928,6 +928,8 @@ async fn the_calls_list_and_callbacks_match_the_description() -> Result<()> {
     api.call(app, Method::GET, "/voice-tools/calls", Some(json!([])), &[]).await?.expect(400)?;
 
     relay.wait_for(&done, "completion", SETTLE).await?;
+    // The attempt's row is written after the delivery: wait for it before checking its shape.
+    app.callback_attempts(&done, 1, SETTLE).await?;
     let attempts = api.get(app, &format!("/voice-tools/calls/{done}/callbacks")).await?.expect(200)?;
     ensure!(attempts.body["callbacks"].as_array().is_some_and(|a| !a.is_empty()), "{}", attempts.text);
     api.get(app, "/voice-tools/calls/tc_000000000000/callbacks").await?.expect(404)?;

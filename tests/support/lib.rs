@@ -109,6 +109,23 @@ pub struct RunnerOptions {
     pub binary: Option<PathBuf>,
 }
 
+/// What an edge host serves: every public route, the executor and the sweeper; no tool.
+pub const LIFECYCLE_COMPONENTS: [&str; 13] = [
+    "health",
+    "get-context",
+    "pending",
+    "modify",
+    "cancel",
+    "confirm",
+    "resume",
+    "status",
+    "async-executor",
+    "sweeper",
+    "tools",
+    "mcp",
+    "fallback",
+];
+
 /// `gatehouse up` arguments that serve only these components (`--component-id`, repeated).
 pub fn select_components(ids: &[&str]) -> Vec<String> {
     ids.iter().flat_map(|id| ["--component-id".to_owned(), (*id).to_owned()]).collect()

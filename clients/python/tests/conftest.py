@@ -32,6 +32,34 @@ OPENAPI = _required("GATEHOUSE_OPENAPI")
 CHECKPOINT_TTL = float(os.environ.get("GATEHOUSE_CHECKPOINT_TTL", "0"))
 # The same application with no reachable database: its own 503 database_unavailable answers.
 DEGRADED_URL = _required("GATEHOUSE_DEGRADED_URL")
+# The runner's --body-read-timeout, in seconds (0: unknown).
+BODY_READ_TIMEOUT = float(os.environ.get("GATEHOUSE_BODY_READ_TIMEOUT", "0"))
+
+
+def _ports(text: str) -> range:
+    low, sep, high = text.strip().partition("..")
+    if not sep or not low.isdigit() or not high.isdigit():
+        raise RuntimeError(f"GATEHOUSE_RELAY_PORTS is {text!r}, not low..high")
+    return range(int(low), int(high) + 1)
+
+
+# The loopback ports the tests' relays listen on (``low..high``, both included), which the
+# application allows callbacks to (callback_allowed_hosts and callback_host): named ports, as a
+# deployment names its relays, never a loopback wildcard.
+RELAY_PORTS = _ports(_required("GATEHOUSE_RELAY_PORTS"))
+
+
+def relay_server(handler: Any) -> ThreadingHTTPServer:
+    """A ``ThreadingHTTPServer`` on a free port of the relays' range, tried from a start of this
+    process's own so that parallel runs rarely try the same port first."""
+    first = (os.getpid() * 7919 + time.time_ns() // 1000) % len(RELAY_PORTS)
+    for i in range(len(RELAY_PORTS)):
+        port = RELAY_PORTS[(first + i) % len(RELAY_PORTS)]
+        try:
+            return ThreadingHTTPServer(("127.0.0.1", port), handler)
+        except OSError:
+            continue
+    raise RuntimeError(f"every port of {RELAY_PORTS} is taken")
 
 SEED_EMAIL = {"to": "john@gmail.com", "subject": "Meeting Tomorrow", "body": "See you at 10."}
 
@@ -64,7 +92,7 @@ class Receiver:
             return answer(callback)
 
         handler = make_callback_handler(SECRET, on_callback, on_rejected=self.rejected.append)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server = relay_server(handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/callbacks"
@@ -103,14 +131,15 @@ def raw_answer(status: int, reason: str, body: Dict[str, Any], headers: Optional
 class Proxy:
     """A TCP proxy in front of the application. ``plan(n)`` decides what the n-th connection (from
     0) gets: "forward", "drop" (the request reaches the application, then the connection is cut
-    before its answer reaches the client), or bytes (a raw HTTP answer from the proxy, never
-    forwarded)."""
+    before its answer reaches the client), "stall" (the request's head is forwarded and its body
+    never: the application's answer comes back, then the connection is closed), or bytes (a raw
+    HTTP answer from the proxy, never forwarded)."""
 
     def __init__(self, plan: Callable[[int], Union[str, bytes]]) -> None:
         target = urlparse(URL)
         self.target = (target.hostname, target.port)
         self.plan = plan
-        self.stats = {"connections": 0, "forwarded": 0, "dropped": 0, "answered": 0}
+        self.stats = {"connections": 0, "forwarded": 0, "dropped": 0, "answered": 0, "stalled": 0}
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self._open: List[socket.socket] = []
@@ -143,6 +172,51 @@ class Proxy:
             except OSError:
                 pass
 
+    @staticmethod
+    def _read_answer(up: socket.socket) -> bytes:
+        """One HTTP answer with a Content-Length, read whole (or up to the connection's end)."""
+        answer = b""
+        while True:
+            end = answer.find(b"\r\n\r\n")
+            if end >= 0:
+                length = 0
+                for line in answer[:end].split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value.strip())
+                if len(answer) >= end + 4 + length:
+                    return answer
+            data = up.recv(65536)
+            if not data:
+                return answer
+            answer += data
+
+    def _stall(self, conn: socket.socket, up: socket.socket) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            data = conn.recv(65536)
+            if not data:
+                return
+            head += data
+        up.sendall(head[: head.index(b"\r\n\r\n") + 4])
+
+        def drain() -> None:  # the body: read and dropped, so closing sends no reset
+            try:
+                while conn.recv(65536):
+                    pass
+            except OSError:
+                pass
+
+        threading.Thread(target=drain, daemon=True).start()
+        answer = self._read_answer(up)
+        self.stats["stalled"] += 1
+        conn.sendall(answer)
+        for s in (conn, up):
+            try:
+                s.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
     def _serve(self, conn: socket.socket, n: int) -> None:
         self._open.append(conn)
         what = self.plan(n)
@@ -154,6 +228,9 @@ class Proxy:
             return
         up = socket.create_connection(self.target)
         self._open.append(up)
+        if what == "stall":
+            self._stall(conn, up)
+            return
         threading.Thread(target=self._pump, args=(conn, up), daemon=True).start()
         if what == "drop":
             up.recv(1)  # the application has answered: cut the client off before it sees a byte

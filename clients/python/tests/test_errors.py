@@ -1,6 +1,7 @@
 """Every error code of the OpenAPI file raised as its exception class: from the real application
-wherever a request can provoke it (database_unavailable from one whose database is out of reach),
-else (internal, tool_unavailable, side_effect_started, deadline_exceeded) from the documented answer played by a
+wherever a request can provoke it (database_unavailable from one whose database is out of reach,
+request_timeout from its runner through a proxy that withholds a body), else (internal,
+tool_unavailable, side_effect_started, deadline_exceeded) from the documented answer played by a
 proxy."""
 
 import time
@@ -8,16 +9,20 @@ import time
 import pytest
 
 from gatehouse_client import (
-    ERROR_CLASSES, CallbackNotAllowedError, DatabaseUnavailableError, ExpiredError, ForbiddenError, GatehouseError,
+    ERROR_CLASSES, CallbackNotAllowedError, CallbackUrlConflictError, DatabaseUnavailableError, RequestTimeoutError,
+    TooManyOpenCallsError, ExpiredError, ForbiddenError, GatehouseError,
     IdempotencyKeyReusedError, InternalError, InvalidInputError, InvalidStateError, MethodNotAllowedError, NotFoundError,
     PayloadTooLargeError, SideEffectStartedError, ToolUnavailableError, DeadlineExceededError, UnauthorizedError, UnknownFunctionError,
     UnsupportedMediaTypeError, ValidationFailedError, is_tool_call,
 )
 
-from conftest import CHECKPOINT_TTL, DEGRADED_URL, SEED_EMAIL, Proxy, client, raw_answer, session
+from conftest import BODY_READ_TIMEOUT, CHECKPOINT_TTL, DEGRADED_URL, SEED_EMAIL, Proxy, Receiver, client, raw_answer, session
 
 COVERED = set()
 gh = client()
+# max_pending_calls_per_session: clients/test leaves it at its default.
+MAX_PENDING_CALLS = 50
+BODY_TIMEOUT_KNOWN = 0 < BODY_READ_TIMEOUT <= 5
 
 
 def expect(cls, code, status, fn):
@@ -69,6 +74,52 @@ def test_a_checkpoint_left_waiting_past_its_deadline_is_410_expired():
     assert e.call_status == "EXPIRED"
 
 
+def test_a_confirm_cannot_send_a_calls_reports_elsewhere_409_callback_url_conflict():
+    r = Receiver()
+    try:
+        created = create(callback_url=r.url)
+        id = created["tool_call_id"]
+        elsewhere = r.url.replace("/callbacks", "/elsewhere")
+        e = expect(CallbackUrlConflictError, "callback_url_conflict", 409, lambda: gh.confirm_tool_call(id, {"callback_url": elsewhere}))
+        assert e.call_status == "PENDING" and e.tool_call_id == id
+        call = gh.get_tool_call(id)
+        assert call["status"] == "PENDING" and call["callback_url"] == r.url, "nothing changed"
+        prepared = gh.confirm_tool_call(id, {"callback_url": r.url}, wait=10)  # its own URL: fine
+        assert is_tool_call(prepared) and prepared["status"] == "PREPARED"
+        gh.cancel_tool_call(id)
+        assert r.next("completion", id).body["status"] == "CANCELLED"
+    finally:
+        r.close()
+
+
+def test_a_session_holds_50_waiting_calls_then_429_too_many_open_calls_until_one_is_settled():
+    session_id = session("full")
+    request = {"session_id": session_id, "function_name": "send_email", "parameters": SEED_EMAIL}
+    ids = [gh.create_tool_call(request, idempotency_key="first-of-the-session")["tool_call_id"]]
+    ids += [gh.create_tool_call(request)["tool_call_id"] for _ in range(MAX_PENDING_CALLS - 1)]
+    e = expect(TooManyOpenCallsError, "too_many_open_calls", 429, lambda: gh.create_tool_call(request))
+    again = gh.create_tool_call(request, idempotency_key="first-of-the-session")
+    assert again["tool_call_id"] == ids[0], "a create retried with its key answers the first answer, full session or not"
+    assert e.retry_after is None, "no Retry-After: waiting does not help"
+    assert len(gh.list_tool_calls(session_id=session_id, limit=100)["calls"]) == MAX_PENDING_CALLS, "nothing recorded"
+    gh.cancel_tool_call(ids[0], {"reason": "making room"})
+    assert gh.create_tool_call(request)["status"] == "PENDING", "a settled call makes room for another"
+
+
+@pytest.mark.skipif(not BODY_TIMEOUT_KNOWN, reason="needs --body-read-timeout of 5 s or less")
+def test_a_body_that_never_arrives_is_408_request_timeout_and_a_confirm_is_not_sent_again():
+    created = create()
+    proxy = Proxy(lambda n: "stall")
+    try:
+        started = time.monotonic()
+        expect(RequestTimeoutError, "request_timeout", 408, lambda: client(base_url=proxy.url).confirm_tool_call(created["tool_call_id"]))
+        assert time.monotonic() - started >= BODY_READ_TIMEOUT - 0.05
+        assert proxy.stats["connections"] == 1 and proxy.stats["stalled"] == 1
+    finally:
+        proxy.close()
+    assert gh.get_tool_call(created["tool_call_id"])["status"] == "PENDING", "nothing was done"
+
+
 CANNED = [
     (500, "Internal Server Error", {"error": "Something went wrong on my side.", "code": "internal"}, {}, InternalError),
     (502, "Bad Gateway", {"error": "The email tool isn't answering right now.", "code": "tool_unavailable"}, {}, ToolUnavailableError),
@@ -103,4 +154,6 @@ def test_every_code_of_the_enum_was_raised_as_its_class():
     missing = set(ERROR_CLASSES) - COVERED
     if not 0 < CHECKPOINT_TTL <= 10:
         missing.discard("expired")
+    if not BODY_TIMEOUT_KNOWN:
+        missing.discard("request_timeout")
     assert missing == set()

@@ -6,9 +6,12 @@ import time
 
 import pytest
 
-from gatehouse_client import AsyncGatehouse, DatabaseUnavailableError, GatehouseConnectionError
+from gatehouse_client import (
+    AsyncGatehouse, CallbackUrlConflictError, DatabaseUnavailableError, GatehouseConnectionError, RequestTimeoutError,
+    TooManyOpenCallsError,
+)
 
-from conftest import SEED_EMAIL, TOKEN, Proxy, client, raw_answer, session
+from conftest import BODY_READ_TIMEOUT, SEED_EMAIL, TOKEN, Proxy, client, raw_answer, session
 
 UNAVAILABLE = raw_answer(503, "Service Unavailable", {"error": "I can't reach my records right now.", "code": "database_unavailable"}, {"Retry-After": "1"})
 
@@ -143,3 +146,53 @@ def test_a_connection_refused_is_retried_even_for_confirm_then_reported_as_not_s
     with pytest.raises(GatehouseConnectionError) as raised:
         client(base_url=f"http://127.0.0.1:{port}", retry_backoff=0.01).confirm_tool_call("tc_0123456789ab")
     assert raised.value.maybe_sent is False
+
+
+@pytest.mark.skipif(not 0 < BODY_READ_TIMEOUT <= 5, reason="needs --body-read-timeout of 5 s or less")
+def test_a_create_whose_body_did_not_arrive_408_is_sent_again_with_the_same_key_and_makes_one_call():
+    proxy = Proxy(lambda n: "stall" if n == 0 else "forward")
+    try:
+        session_id = session("408")
+        created = create(client(base_url=proxy.url, retry_backoff=0.01), session_id)
+        assert proxy.stats["stalled"] == 1 and proxy.stats["forwarded"] >= 1
+        context = client().get_session_calls(session_id)
+        assert context["pending_total"] == 1 and context["pending"][0]["tool_call_id"] == created["tool_call_id"]
+    finally:
+        proxy.close()
+
+
+def _timeout_body() -> dict:
+    return {"error": "The request's body did not arrive within 30 s.", "code": "request_timeout"}
+
+
+NEVER_RETRIED = [
+    ("create", raw_answer(429, "Too Many Requests", {"error": "This conversation already has 50 requests waiting.", "code": "too_many_open_calls"}),
+     TooManyOpenCallsError, lambda gh: create(gh, session("429"))),
+    ("confirm", raw_answer(409, "Conflict", {"error": "This call already reports to another callback URL.", "code": "callback_url_conflict",
+                                             "status": "PENDING", "tool_call_id": "tc_0123456789ab"}),
+     CallbackUrlConflictError, lambda gh: gh.confirm_tool_call("tc_0123456789ab", {"callback_url": "http://127.0.0.1:43000/elsewhere"})),
+    ("modify", raw_answer(408, "Request Timeout", _timeout_body()), RequestTimeoutError,
+     lambda gh: gh.modify_tool_call("tc_0123456789ab", {"parameters": {"to": "john.smith@gmail.com"}})),
+    ("cancel", raw_answer(408, "Request Timeout", _timeout_body()), RequestTimeoutError, lambda gh: gh.cancel_tool_call("tc_0123456789ab")),
+]
+
+
+@pytest.mark.parametrize("what,answer,cls,send", NEVER_RETRIED, ids=[n[0] for n in NEVER_RETRIED])
+def test_429_409_callback_url_conflict_and_a_408_on_a_request_that_is_not_idempotent_are_raised_at_once(what, answer, cls, send):
+    proxy = Proxy(lambda n: answer)
+    try:
+        with pytest.raises(cls):
+            send(client(base_url=proxy.url, retry_backoff=0.01))
+        assert proxy.stats["answered"] == 1, f"{what}: sent once"
+    finally:
+        proxy.close()
+
+
+def test_a_408_on_a_read_is_sent_again_then_raised():
+    proxy = Proxy(lambda n: raw_answer(408, "Request Timeout", _timeout_body()))
+    try:
+        with pytest.raises(RequestTimeoutError):
+            client(base_url=proxy.url, retry_backoff=0.01).list_tools()
+        assert proxy.stats["answered"] == 3
+    finally:
+        proxy.close()

@@ -158,3 +158,49 @@ def test_a_progress_callback_answered_with_cancel_stops_the_call():
         assert r.next("completion", created["tool_call_id"]).body["status"] == "CANCELLED"
     finally:
         r.close()
+
+
+# The fields of the SQL functions tool_call_summary_json and tool_call_json (migrations/V13).
+SUMMARY_FIELDS = {
+    "tool_call_id", "session_id", "connection_id", "intent_id", "function_name", "tool", "parameters", "status", "status_since",
+    "summary",
+    "voice_response", "error_message", "attempts", "corrections", "current_operation", "next_retry_at", "overdue", "expires_at",
+    "created_at", "completed_at",
+}
+FULL_FIELDS = SUMMARY_FIELDS | {
+    "parameters_history", "status_history", "checkpoint", "result", "callback_url", "side_effect_started_at",
+    "trace_id", "confirmed_at", "prepared_at", "executed_at", "execution_time_ms",
+}
+
+
+def test_the_list_answers_summaries_the_status_route_the_call_in_full(receiver):
+    gh = client()
+    session_id = session("summary")
+    created = gh.create_tool_call({"session_id": session_id, "function_name": "send_email", "callback_url": receiver.url, "parameters": SEED_EMAIL})
+    id = created["tool_call_id"]
+    gh.modify_tool_call(id, {"parameters": {"to": "john.smith@gmail.com"}})
+
+    [pending] = gh.list_tool_calls(session_id=session_id)["calls"]
+    assert set(pending) == SUMMARY_FIELDS, "a summary: parameters but no histories or result"
+    assert pending["status"] == "PENDING" and pending["current_operation"] == "awaiting_confirmation"
+    assert pending["corrections"] == 1 and pending["overdue"] is False and pending["next_retry_at"] is None
+    full = gh.get_tool_call(id)
+    assert set(full) == FULL_FIELDS
+    assert full["status_since"] == full["status_history"][-1]["timestamp"]
+    assert all(full[f] == pending[f] for f in SUMMARY_FIELDS)
+
+    prepared = gh.confirm_tool_call(id, wait=10)
+    assert is_tool_call(prepared) and set(prepared) == FULL_FIELDS
+    assert prepared["status"] == "PREPARED" and prepared["current_operation"] == "awaiting_resume"
+    done = gh.resume_execution(id, {"action": "proceed"}, wait=10)
+    assert is_tool_call(done) and done["status"] == "COMPLETED" and done["current_operation"] is None
+    [settled] = gh.list_tool_calls(session_id=session_id)["calls"]
+    assert settled["status"] == "COMPLETED" and settled["current_operation"] is None
+    assert settled["voice_response"] == done["voice_response"]
+    receiver.next("completion", id)
+
+
+def test_the_sweep_reports_what_it_did_discards_retried_included():
+    report = client().sweep()
+    assert set(report) == {"expired", "failed", "redriven", "reported", "discards_retried", "session_context_purged"}
+    assert all(isinstance(v, int) and v >= 0 for v in report.values())

@@ -73,7 +73,9 @@ export interface CreateOptions extends RequestOptions {
 /**
  * When a request may be sent again:
  * - `idempotent` (reads, the sweep, and a create, which always carries an Idempotency-Key):
- *   after any connection failure, and after a 503 with `Retry-After`, once that time has passed;
+ *   after any connection failure, after a 503 with `Retry-After`, once that time has passed, and
+ *   after a 408 `request_timeout` (the body did not arrive in time: the runner answered before
+ *   any component ran), after the connection backoff, with the same body;
  * - `conditional` (modify, cancel): after a connection that failed before the request left, and
  *   after a 503 with `Retry-After`: these answer 503 only when their first connection failed,
  *   before anything was written. A lost answer is not retried (a second modify or cancel would
@@ -83,6 +85,16 @@ export interface CreateOptions extends RequestOptions {
  *   DatabaseUnavailableError (`retryAfter`): under `Prefer: wait` Gatehouse reads the call again
  *   on a new connection after its transition has committed, so its 503 does not prove nothing
  *   happened. The relay reads the call's status (`getToolCall`, which is retried) first.
+ * A 408 `request_timeout` on a `conditional` or `once` request is raised (RequestTimeoutError),
+ * not retried: only idempotent requests are sent again on it, since a 408 from a proxy in front
+ * of Gatehouse proves less than the runner's. The runner's means nothing was done, so the relay
+ * may send the request again itself. (After a proxy's, a repeated modify, cancel, confirm or
+ * resume that had taken effect is refused with 409 naming the call's state; a direct flow would
+ * run again, so read the session's calls first.)
+ * Never retried, whatever the policy: a 503 without `Retry-After` (`deadline_exceeded`: the
+ * request may have been carried out), 429 `too_many_open_calls` (no `Retry-After`; waiting alone
+ * does not help, the session's calls must be confirmed or cancelled first), 409
+ * `callback_url_conflict` (a repeat gets the same answer), and every other 4xx and 5xx.
  */
 type RetryPolicy = "idempotent" | "conditional" | "once";
 
@@ -147,7 +159,10 @@ export class Gatehouse {
     return (await this.send<Health | HealthDegraded>({ method: "GET", path: "/health", retry: "idempotent", options, accept: [503] })).body;
   }
 
-  /** `POST /voice-tools/pending`: a PENDING call; speak its `message`. */
+  /**
+   * `POST /voice-tools/pending`: a PENDING call; speak its `message`. A session full of waiting
+   * calls is refused with TooManyOpenCallsError (429, not retried): confirm or cancel some first.
+   */
   async createToolCall(request: CreateRequest, options?: CreateOptions): Promise<CreateResponse> {
     const idempotencyKey = options?.idempotencyKey ?? `gh-${randomUUID()}`;
     const answer = await this.send<CreateResponse>({
@@ -174,7 +189,8 @@ export class Gatehouse {
   /**
    * `POST /voice-tools/confirm/{id}`: 202 `Accepted` at once, or with `wait` the call in full once
    * it leaves EXECUTING (`isToolCall` tells which). Sent again only if it never left; a lost
-   * answer or a 503 is raised for the relay to read the call's status first.
+   * answer or a 503 is raised for the relay to read the call's status first. A `callback_url`
+   * other than the one the call was created with is refused with CallbackUrlConflictError (409).
    */
   async confirmToolCall(id: string, request: ConfirmRequest = {}, options?: WaitOptions): Promise<Accepted | ToolCall> {
     return (
@@ -239,7 +255,10 @@ export class Gatehouse {
     ).body;
   }
 
-  /** `GET /voice-tools/calls`: one page of every session's calls, newest first, filtered. */
+  /**
+   * `GET /voice-tools/calls`: one page of every session's calls, newest first, filtered, each as a
+   * `CallSummary` (no parameters, histories or result: `getToolCall` reads a call in full).
+   */
   async listToolCalls(query: CallQuery = {}, options?: RequestOptions): Promise<CallPage> {
     return (await this.send<CallPage>({ method: "GET", path: "/voice-tools/calls", query: { ...query }, retry: "idempotent", options })).body;
   }
@@ -359,6 +378,12 @@ export class Gatehouse {
           await sleep(retryAfter * 1000);
           continue;
         }
+      }
+      // 408 request_timeout: nothing was done, but only an idempotent request is sent again on it
+      // (see RetryPolicy); 429 and 409 are never retried.
+      if (response.status === 408 && call.retry === "idempotent" && attempt < this.maxAttempts) {
+        await sleep(this.retryBackoffMs * 2 ** (attempt - 1));
+        continue;
       }
       if (response.ok || call.accept?.includes(response.status)) {
         return { status: response.status, headers: response.headers, body: (text ? JSON.parse(text) : null) as T };

@@ -65,6 +65,26 @@ export class ToolUnavailableError extends GatehouseError {}
  * changes a call may or may not have been carried out: read the call's status before trying again.
  */
 export class DeadlineExceededError extends GatehouseError {}
+/**
+ * 409 `callback_url_conflict`: a confirm named a callback URL other than the one the call was
+ * created with (a call's reports go where its creator said). Nothing changed: `callStatus` is
+ * PENDING. Never retried, since a repeat gets the same answer: confirm without `callback_url`,
+ * or with the call's own.
+ */
+export class CallbackUrlConflictError extends GatehouseError {}
+/**
+ * 429 `too_many_open_calls`: the session already holds `max_pending_calls_per_session` (default
+ * 50) waiting PENDING calls, so no call was recorded. Never retried and no `Retry-After`: waiting
+ * alone does not help. Confirm or cancel some of the session's calls first.
+ */
+export class TooManyOpenCallsError extends GatehouseError {}
+/**
+ * 408 `request_timeout`: the request's body did not arrive within the runner's
+ * `--body-read-timeout` (30 s by default). The runner answers it before any component runs, so
+ * nothing was done. The client sends the request again itself only where that is safe whatever
+ * happened (reads, the sweep, a create with its Idempotency-Key); for the others it is raised.
+ */
+export class RequestTimeoutError extends GatehouseError {}
 
 type ErrorClass = new (init: ConstructorParameters<typeof GatehouseError>[0]) => GatehouseError;
 
@@ -88,15 +108,23 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   side_effect_started: SideEffectStartedError,
   tool_unavailable: ToolUnavailableError,
   deadline_exceeded: DeadlineExceededError,
+  callback_url_conflict: CallbackUrlConflictError,
+  too_many_open_calls: TooManyOpenCallsError,
+  request_timeout: RequestTimeoutError,
 };
 
-/** The code an answer without a JSON error body (a proxy's, the runner's plain-text 413) gets. */
+/**
+ * The code an answer without a JSON error body (a proxy's, the runner's plain-text 413) gets. A
+ * bare 408 is a proxy's "your request did not arrive in time", as `request_timeout` is
+ * Gatehouse's; a bare 429 is not mapped: from a proxy it is rate limiting, not a full session.
+ */
 const CODE_BY_STATUS: Record<number, ErrorCode> = {
   400: "invalid_input",
   401: "unauthorized",
   403: "forbidden",
   404: "not_found",
   405: "method_not_allowed",
+  408: "request_timeout",
   409: "invalid_state",
   410: "expired",
   413: "payload_too_large",

@@ -26,6 +26,9 @@ export const ERROR_CODES = [
   "side_effect_started",
   "tool_unavailable",
   "deadline_exceeded",
+  "callback_url_conflict",
+  "too_many_open_calls",
+  "request_timeout",
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -132,7 +135,59 @@ export interface Checkpoint {
   state: unknown;
 }
 
-/** A call in full. */
+/**
+ * What a call is waiting on or doing now: `awaiting_confirmation` (PENDING), `awaiting_resume`
+ * (PREPARED), and while EXECUTING `prepare` (a tool with a checkpoint preparing its work) or
+ * `execute` (the irreversible step is next or under way; a tool without a checkpoint goes
+ * straight to it); `null` once it is final.
+ */
+export type CurrentOperation = "awaiting_confirmation" | "awaiting_resume" | "prepare" | "execute";
+
+/**
+ * A call as `GET /voice-tools/calls` lists it (the SQL function `tool_call_summary_json`): what it
+ * is, where it stands and since when, what it is doing, and whether it is overdue, without its
+ * parameters, histories, checkpoint or result (`getToolCall` answers those).
+ */
+export interface CallSummary {
+  tool_call_id: ToolCallId;
+  session_id: string;
+  connection_id: string | null;
+  intent_id: string | null;
+  /** The tool's name (an alias is resolved). */
+  function_name: string;
+  /** The component that implements the function. */
+  tool: string;
+  parameters: Parameters;
+  /** The effective status: a waiting call past its deadline reads as EXPIRED. */
+  status: Status;
+  /** When the call entered its status: the time of its last `status_history` entry. */
+  status_since: string;
+  summary: string | null;
+  voice_response: string | null;
+  /** The last failure, also while a retry is due. */
+  error_message: string | null;
+  attempts: number;
+  /** How many corrections (modifies that changed something) it took. */
+  corrections: number;
+  current_operation: CurrentOperation | null;
+  /** For an EXECUTING call whose last attempt failed: when it may be tried again. */
+  next_retry_at: string | null;
+  /**
+   * Past the time it should have moved by (an execution whose lease ran out, a waiting call past
+   * its deadline) and not yet taken up by the sweeper: the sweeper is behind or not running.
+   */
+  overdue: boolean;
+  expires_at: string | null;
+  created_at: string;
+  completed_at: string | null;
+}
+
+/**
+ * A call in full (`getToolCall`, confirm and resume under `Prefer: wait`; the SQL function
+ * `tool_call_json`): every field of its `CallSummary`, and its histories,
+ * checkpoint and outcome. Written out rather than `extends CallSummary`, so that
+ * test/types.test.mjs sees each field.
+ */
 export interface ToolCall {
   tool_call_id: ToolCallId;
   session_id: string;
@@ -144,6 +199,8 @@ export interface ToolCall {
   parameters_history: ParameterChange[];
   status: Status;
   status_history: StatusChange[];
+  /** When the call entered its status (see `CallSummary`). */
+  status_since: string;
   summary: string | null;
   checkpoint: Checkpoint | null;
   result: unknown;
@@ -152,6 +209,14 @@ export interface ToolCall {
   callback_url: string | null;
   expires_at: string | null;
   attempts: number;
+  /** How many corrections it took (see `CallSummary`). */
+  corrections: number;
+  /** What it is waiting on or doing now (see `CallSummary`). */
+  current_operation: CurrentOperation | null;
+  /** When a failed attempt is tried again (see `CallSummary`). */
+  next_retry_at: string | null;
+  /** Past the time it should have moved by (see `CallSummary`). */
+  overdue: boolean;
   side_effect_started_at: string | null;
   trace_id: string | null;
   created_at: string;
@@ -162,7 +227,8 @@ export interface ToolCall {
   execution_time_ms: number | null;
 }
 
-export interface CallSummary {
+/** A settled call in the context view (`getSessionCalls`'s `recent`). */
+export interface RecentCall {
   tool_call_id: ToolCallId;
   function_name: string;
   parameters: Parameters;
@@ -185,7 +251,7 @@ export interface ContextResponse {
   session_id: string;
   pending: PendingCall[];
   pending_total: number;
-  recent: CallSummary[];
+  recent: RecentCall[];
   recent_total: number;
 }
 export interface SessionContext {
@@ -197,6 +263,8 @@ export interface SweepReport {
   failed: number;
   redriven: number;
   reported: number;
+  /** Discards of prepared work (a cancelled or expired checkpoint's draft) tried again. */
+  discards_retried: number;
   session_context_purged: number;
 }
 
@@ -249,7 +317,8 @@ export interface ExecutionPage {
   next_cursor: string | null;
 }
 export interface CallPage {
-  calls: ToolCall[];
+  /** Summaries, not whole calls: `getToolCall` reads one in full. */
+  calls: CallSummary[];
   next_cursor: string | null;
 }
 export interface CallQuery {

@@ -1,16 +1,21 @@
 // Every error code of the OpenAPI file raised as its exception class: from the real application
 // wherever a request can provoke it (database_unavailable from one whose database is out of
-// reach), else (internal, tool_unavailable, side_effect_started, deadline_exceeded) from the documented answer
-// played by a proxy.
+// reach, request_timeout from its runner through a proxy that withholds a body), else (internal,
+// tool_unavailable, side_effect_started, deadline_exceeded) from the documented answer played by a
+// proxy.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  CallbackNotAllowedError, DatabaseUnavailableError, ERROR_CLASSES, ExpiredError, ForbiddenError, GatehouseError,
+  CallbackNotAllowedError, CallbackUrlConflictError, DatabaseUnavailableError, ERROR_CLASSES, ExpiredError, ForbiddenError, GatehouseError,
   IdempotencyKeyReusedError, InternalError, InvalidInputError, InvalidStateError, MethodNotAllowedError, NotFoundError,
-  PayloadTooLargeError, SideEffectStartedError, ToolUnavailableError, DeadlineExceededError, UnauthorizedError, UnknownFunctionError,
+  PayloadTooLargeError, RequestTimeoutError, SideEffectStartedError, TooManyOpenCallsError, ToolUnavailableError, DeadlineExceededError, UnauthorizedError, UnknownFunctionError,
   UnsupportedMediaTypeError, ValidationFailedError, isToolCall,
 } from "gatehouse-client";
-import { client, env, rawAnswer, seedEmail, session, sleep, startProxy } from "./support.mjs";
+import { client, env, rawAnswer, seedEmail, session, sleep, startProxy, startReceiver } from "./support.mjs";
+
+/** `max_pending_calls_per_session`: clients/test leaves it at its default. */
+const MAX_PENDING_CALLS = 50;
+const bodyTimeoutKnown = env.bodyReadTimeout > 0 && env.bodyReadTimeout <= 5;
 
 const covered = new Set();
 async function expectError(promise, Class, code, status) {
@@ -60,6 +65,58 @@ test("a checkpoint left waiting past its deadline is 410 expired", { skip: !(env
   covered.add("expired");
 });
 
+test("409 callback_url_conflict: a confirm cannot send a call's reports elsewhere, and changes nothing", async () => {
+  const receiver = await startReceiver();
+  try {
+    const created = await create({ callback_url: receiver.url });
+    const elsewhere = receiver.url.replace(/\/callbacks$/, "/elsewhere");
+    await expectError(gh.confirmToolCall(created.tool_call_id, { callback_url: elsewhere }), CallbackUrlConflictError, "callback_url_conflict", 409);
+    await assert.rejects(gh.confirmToolCall(created.tool_call_id, { callback_url: elsewhere }), (e) => e.callStatus === "PENDING" && e.toolCallId === created.tool_call_id);
+    const call = await gh.getToolCall(created.tool_call_id);
+    assert.equal(call.status, "PENDING");
+    assert.equal(call.callback_url, receiver.url);
+    // Naming the call's own URL changes nothing and confirms it.
+    const prepared = await gh.confirmToolCall(created.tool_call_id, { callback_url: receiver.url }, { wait: 10 });
+    assert.ok(isToolCall(prepared));
+    assert.equal(prepared.status, "PREPARED");
+    await gh.cancelToolCall(created.tool_call_id);
+    assert.equal((await receiver.next("completion", created.tool_call_id)).body.status, "CANCELLED");
+  } finally {
+    await receiver.close();
+  }
+});
+
+test("429 too_many_open_calls: a session holds 50 waiting calls; a create past that records nothing until one is settled", async () => {
+  const sessionId = session("full");
+  const request = { session_id: sessionId, function_name: "send_email", parameters: seedEmail };
+  const ids = [(await gh.createToolCall(request, { idempotencyKey: "first-of-the-session" })).tool_call_id];
+  while (ids.length < MAX_PENDING_CALLS) ids.push((await gh.createToolCall(request)).tool_call_id);
+  await expectError(gh.createToolCall(request), TooManyOpenCallsError, "too_many_open_calls", 429);
+  const again = await gh.createToolCall(request, { idempotencyKey: "first-of-the-session" });
+  assert.equal(again.tool_call_id, ids[0], "a create retried with its key answers the first answer, full session or not");
+  await assert.rejects(gh.createToolCall(request), (e) => e instanceof TooManyOpenCallsError && e.retryAfter === undefined, "no Retry-After: waiting does not help");
+  const listed = await gh.listToolCalls({ session_id: sessionId, limit: 100 });
+  assert.equal(listed.calls.length, MAX_PENDING_CALLS, "the refused creates recorded nothing");
+  await gh.cancelToolCall(ids[0], { reason: "making room" });
+  const next = await gh.createToolCall(request);
+  assert.equal(next.status, "PENDING", "a settled call makes room for another");
+});
+
+test("408 request_timeout: a body that never arrives is answered by the runner, and a confirm is not sent again", { skip: !bodyTimeoutKnown && "needs --body-read-timeout of 5 s or less" }, async () => {
+  const created = await create();
+  const proxy = await startProxy(() => "stall");
+  try {
+    const started = Date.now();
+    await expectError(client({ baseUrl: proxy.url }).confirmToolCall(created.tool_call_id), RequestTimeoutError, "request_timeout", 408);
+    assert.ok(Date.now() - started >= env.bodyReadTimeout * 1000 - 50, "answered after --body-read-timeout");
+    assert.equal(proxy.stats.connections, 1, "a confirm is not sent again on a 408");
+    assert.equal(proxy.stats.stalled, 1);
+  } finally {
+    await proxy.close();
+  }
+  assert.equal((await gh.getToolCall(created.tool_call_id)).status, "PENDING", "nothing was done");
+});
+
 test("errors only a failing server gives, played by a proxy from the documented answers", async () => {
   const canned = [
     [500, "Internal Server Error", { error: "Something went wrong on my side.", code: "internal" }, {}, InternalError],
@@ -91,5 +148,6 @@ test("the application without its database: 503 database_unavailable with Retry-
 test("every code of the enum was raised as its class", () => {
   const missing = Object.keys(ERROR_CLASSES).filter((code) => !covered.has(code));
   if (!(env.checkpointTtl > 0 && env.checkpointTtl <= 10)) missing.splice(missing.indexOf("expired"), 1);
+  if (!bodyTimeoutKnown) missing.splice(missing.indexOf("request_timeout"), 1);
   assert.deepEqual(missing, []);
 });

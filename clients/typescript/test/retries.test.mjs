@@ -2,8 +2,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
-import { DatabaseUnavailableError, GatehouseConnectionError } from "gatehouse-client";
-import { client, rawAnswer, seedEmail, session, startProxy } from "./support.mjs";
+import {
+  CallbackUrlConflictError, DatabaseUnavailableError, GatehouseConnectionError, RequestTimeoutError, TooManyOpenCallsError,
+} from "gatehouse-client";
+import { client, env, rawAnswer, seedEmail, session, startProxy } from "./support.mjs";
 
 const unavailable = (retryAfter) =>
   rawAnswer(503, "Service Unavailable", { error: "I can't reach my records right now. Please try again in a moment.", code: "database_unavailable" }, { "Retry-After": String(retryAfter) });
@@ -134,4 +136,49 @@ test("a connection refused before sending is retried, even for confirm, and then
   await new Promise((resolve) => closed.close(resolve));
   const gh = client({ baseUrl: `http://127.0.0.1:${port}`, retryBackoffMs: 10 });
   await assert.rejects(gh.confirmToolCall("tc_0123456789ab"), (e) => e instanceof GatehouseConnectionError && e.maybeSent === false);
+});
+
+test("a create whose body did not arrive (408 request_timeout from the runner) is sent again with the same key and makes one call", { skip: !(env.bodyReadTimeout > 0 && env.bodyReadTimeout <= 5) && "needs --body-read-timeout of 5 s or less" }, async () => {
+  const proxy = await startProxy((n) => (n === 0 ? "stall" : "forward"));
+  try {
+    const sessionId = session("408");
+    const created = await client({ baseUrl: proxy.url, retryBackoffMs: 10 }).createToolCall({ session_id: sessionId, function_name: "send_email", parameters: seedEmail });
+    assert.equal(proxy.stats.stalled, 1, "the first attempt got the runner's 408");
+    assert.ok(proxy.stats.forwarded >= 1, "the retry reached the application");
+    const context = await client().getSessionCalls(sessionId);
+    assert.equal(context.pending_total, 1);
+    assert.equal(context.pending[0].tool_call_id, created.tool_call_id);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("429 too_many_open_calls, 409 callback_url_conflict, and a 408 on a request that is not idempotent are raised at once, never sent again", async () => {
+  const answers = [
+    ["create", 429, "Too Many Requests", { error: "This conversation already has 50 requests waiting for an answer.", code: "too_many_open_calls" }, TooManyOpenCallsError,
+      (gh) => gh.createToolCall({ session_id: session("429"), function_name: "send_email", parameters: seedEmail })],
+    ["confirm", 409, "Conflict", { error: "This call already reports to another callback URL.", code: "callback_url_conflict", status: "PENDING", tool_call_id: "tc_0123456789ab" }, CallbackUrlConflictError,
+      (gh) => gh.confirmToolCall("tc_0123456789ab", { callback_url: "http://127.0.0.1:43000/elsewhere" })],
+    ["modify", 408, "Request Timeout", { error: "The request's body did not arrive within 30 s.", code: "request_timeout" }, RequestTimeoutError,
+      (gh) => gh.modifyToolCall("tc_0123456789ab", { parameters: { to: "john.smith@gmail.com" } })],
+    ["cancel", 408, "Request Timeout", { error: "The request's body did not arrive within 30 s.", code: "request_timeout" }, RequestTimeoutError,
+      (gh) => gh.cancelToolCall("tc_0123456789ab")],
+  ];
+  for (const [what, status, reason, body, Class, send] of answers) {
+    const proxy = await startProxy(() => ({ respond: rawAnswer(status, reason, body) }));
+    try {
+      await assert.rejects(send(client({ baseUrl: proxy.url, retryBackoffMs: 10 })), (e) => e instanceof Class && e.status === status && e.code === body.code, what);
+      assert.equal(proxy.stats.answered, 1, `${what}: sent once`);
+    } finally {
+      await proxy.close();
+    }
+  }
+  // A 408 on a read is sent again (three attempts by default), then raised.
+  const proxy = await startProxy(() => ({ respond: rawAnswer(408, "Request Timeout", { error: "The request's body did not arrive within 30 s.", code: "request_timeout" }) }));
+  try {
+    await assert.rejects(client({ baseUrl: proxy.url, retryBackoffMs: 10 }).listTools(), RequestTimeoutError);
+    assert.equal(proxy.stats.answered, 3);
+  } finally {
+    await proxy.close();
+  }
 });

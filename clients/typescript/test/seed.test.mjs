@@ -115,3 +115,62 @@ test("a progress callback answered with cancel stops the call before anything is
     await receiver.close();
   }
 });
+
+// The fields of the SQL functions tool_call_summary_json and tool_call_json (migrations/V13).
+const SUMMARY_FIELDS = [
+  "tool_call_id", "session_id", "connection_id", "intent_id", "function_name", "tool", "parameters", "status", "status_since",
+  "summary",
+  "voice_response", "error_message", "attempts", "corrections", "current_operation", "next_retry_at", "overdue", "expires_at",
+  "created_at", "completed_at",
+];
+const FULL_FIELDS = [
+  ...SUMMARY_FIELDS, "parameters_history", "status_history", "checkpoint", "result", "callback_url",
+  "side_effect_started_at", "trace_id", "confirmed_at", "prepared_at", "executed_at", "execution_time_ms",
+];
+
+test("the list answers each call as a CallSummary, the status route in full, both saying what the call waits on", async () => {
+  const receiver = await startReceiver();
+  try {
+    const gh = client();
+    const sessionId = session("summary");
+    const created = await gh.createToolCall({ session_id: sessionId, function_name: "send_email", callback_url: receiver.url, parameters: seedEmail });
+    const id = created.tool_call_id;
+    await gh.modifyToolCall(id, { parameters: { to: "john.smith@gmail.com" } });
+
+    const [pending] = (await gh.listToolCalls({ session_id: sessionId })).calls;
+    assert.deepEqual(Object.keys(pending).sort(), [...SUMMARY_FIELDS].sort(), "a summary: parameters but no histories or result");
+    assert.equal(pending.status, "PENDING");
+    assert.equal(pending.current_operation, "awaiting_confirmation");
+    assert.equal(pending.corrections, 1);
+    assert.equal(pending.overdue, false);
+    assert.equal(pending.next_retry_at, null);
+    const full = await gh.getToolCall(id);
+    assert.deepEqual(Object.keys(full).sort(), [...FULL_FIELDS].sort(), "the call in full");
+    assert.equal(full.status_since, full.status_history.at(-1).timestamp, "status_since is the last status change");
+    for (const field of SUMMARY_FIELDS) assert.deepEqual(full[field], pending[field], field);
+
+    const prepared = await gh.confirmToolCall(id, {}, { wait: 10 });
+    assert.ok(isToolCall(prepared));
+    assert.deepEqual(Object.keys(prepared).sort(), [...FULL_FIELDS].sort(), "a confirm under Prefer: wait answers the call in full");
+    assert.equal(prepared.status, "PREPARED");
+    assert.equal(prepared.current_operation, "awaiting_resume");
+    const done = await gh.resumeExecution(id, { action: "proceed" }, { wait: 10 });
+    assert.ok(isToolCall(done));
+    assert.equal(done.status, "COMPLETED");
+    assert.equal(done.current_operation, null);
+    const [settled] = (await gh.listToolCalls({ session_id: sessionId })).calls;
+    assert.equal(settled.status, "COMPLETED");
+    assert.equal(settled.current_operation, null);
+    assert.equal(settled.voice_response, done.voice_response);
+    assert.equal(settled.status_since, done.status_since);
+    await receiver.next("completion", id);
+  } finally {
+    await receiver.close();
+  }
+});
+
+test("the sweep reports what it did, discards retried included", async () => {
+  const report = await client().sweep();
+  assert.deepEqual(Object.keys(report).sort(), ["discards_retried", "expired", "failed", "redriven", "reported", "session_context_purged"]);
+  for (const value of Object.values(report)) assert.ok(Number.isInteger(value) && value >= 0);
+});

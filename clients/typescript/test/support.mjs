@@ -19,7 +19,58 @@ export const env = {
   checkpointTtl: Number(process.env.GATEHOUSE_CHECKPOINT_TTL ?? "0"),
   /** The same application with no reachable database: its own 503 database_unavailable answers. */
   degradedUrl: required("GATEHOUSE_DEGRADED_URL"),
+  /**
+   * The loopback ports the tests' relays listen on, `low..high` (both included), which the
+   * application allows callbacks to (`callback_allowed_hosts` and `callback_host`): named ports,
+   * as a deployment names its relays, never a loopback wildcard.
+   */
+  relayPorts: parsePorts(required("GATEHOUSE_RELAY_PORTS")),
+  /** The runner's `--body-read-timeout`, in seconds (0: unknown). */
+  bodyReadTimeout: Number(process.env.GATEHOUSE_BODY_READ_TIMEOUT ?? "0"),
 };
+
+function parsePorts(text) {
+  const match = /^([0-9]+)\.\.([0-9]+)$/.exec(text.trim());
+  if (!match) throw new Error(`GATEHOUSE_RELAY_PORTS is ${text}, not low..high`);
+  return { low: Number(match[1]), high: Number(match[2]) };
+}
+
+/**
+ * Listens on a free port of the relays' range (from a start of this process's own, so parallel
+ * runs rarely try the same one first) and answers the callback URL of that port.
+ */
+export async function listenInRelayRange(server, path = "/callbacks") {
+  const { low, high } = env.relayPorts;
+  const span = high - low + 1;
+  const first = (process.pid * 7919 + Date.now()) % span;
+  for (let i = 0; i < span; i++) {
+    const port = low + ((first + i) % span);
+    const listening = await new Promise((resolve, reject) => {
+      const onError = (error) => {
+        server.off("listening", onListening);
+        if (error.code === "EADDRINUSE" || error.code === "EACCES") resolve(false);
+        else reject(error);
+      };
+      const onListening = () => {
+        server.off("error", onError);
+        resolve(true);
+      };
+      server.once("error", onError);
+      server.once("listening", onListening);
+      server.listen(port, "127.0.0.1");
+    });
+    if (listening) return `http://127.0.0.1:${port}${path}`;
+  }
+  throw new Error(`every port of ${low}..${high} is taken`);
+}
+
+/** A callback URL in the relays' range that nothing listens at (the port was free a moment ago). */
+export async function unusedCallbackUrl(path = "/callbacks") {
+  const server = net.createServer();
+  const url = await listenInRelayRange(server, path);
+  await new Promise((resolve) => server.close(resolve));
+  return url;
+}
 
 export function client(options = {}) {
   return new Gatehouse({ baseUrl: env.url, token: env.token, ...options });
@@ -58,14 +109,19 @@ export async function startReceiver(answer = () => ({})) {
     },
     onRejected: (reason) => rejected.push(reason),
   });
+  // Answers still being written: a test that has seen a callback closes the receiver at once,
+  // and Gatehouse should get its answer (not a cut connection, which it would retry).
+  const inFlight = new Set();
   const server = http.createServer((request, response) => {
     const chunks = [];
     request.on("data", (chunk) => chunks.push(chunk));
     request.on("end", () => raw.push({ headers: request.headers, body: Buffer.concat(chunks) }));
+    const done = new Promise((resolve) => response.on("close", resolve));
+    inFlight.add(done);
+    done.then(() => inFlight.delete(done));
     handler(request, response);
   });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${server.address().port}/callbacks`;
+  const url = await listenInRelayRange(server);
   return {
     url,
     callbacks,
@@ -80,19 +136,23 @@ export async function startReceiver(answer = () => ({})) {
         waiters.push({ match, resolve: (c) => (clearTimeout(timer), resolve(c)) });
       });
     },
-    close: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(resolve); }),
+    close: async () => {
+      await Promise.race([Promise.all([...inFlight]), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+      await new Promise((resolve) => { server.closeAllConnections?.(); server.close(resolve); });
+    },
   };
 }
 
 /**
  * A TCP proxy in front of the application. `plan(n)` decides what the n-th connection (from 0)
  * gets: "forward", "drop" (the request goes to the application, then the connection is cut
- * before its answer reaches the client), "truncate" (cut in the middle of the answer), or { respond: "<raw HTTP answer>" } (answered by the
- * proxy, never forwarded).
+ * before its answer reaches the client), "truncate" (cut in the middle of the answer), "stall"
+ * (the request's head is forwarded and its body never: the application's answer comes back), or
+ * { respond: "<raw HTTP answer>" } (answered by the proxy, never forwarded).
  */
 export async function startProxy(plan) {
   const target = new URL(env.url);
-  const stats = { connections: 0, forwarded: 0, dropped: 0, answered: 0, truncated: 0 };
+  const stats = { connections: 0, forwarded: 0, dropped: 0, answered: 0, truncated: 0, stalled: 0 };
   const sockets = new Set();
   const server = net.createServer((downstream) => {
     sockets.add(downstream);
@@ -111,6 +171,38 @@ export async function startProxy(plan) {
     sockets.add(upstream);
     upstream.on("close", () => sockets.delete(upstream));
     upstream.on("error", () => downstream.destroy());
+    if (what === "stall") {
+      // The request's head reaches the application, its body never does; the application's
+      // answer (its 408 once --body-read-timeout has passed) goes back, then the connection is
+      // closed, so the client's next attempt comes on a new one.
+      let head = Buffer.alloc(0);
+      let sent = false;
+      downstream.on("data", (chunk) => {
+        if (sent) return; // the body: read and dropped, so closing sends no reset
+        head = Buffer.concat([head, chunk]);
+        const end = head.indexOf("\r\n\r\n");
+        if (end >= 0) {
+          sent = true;
+          upstream.write(head.subarray(0, end + 4));
+        }
+      });
+      let answer = Buffer.alloc(0);
+      const finish = () => {
+        if (downstream.writableEnded) return;
+        stats.stalled++;
+        downstream.end(answer);
+        upstream.destroy();
+      };
+      upstream.on("data", (chunk) => {
+        answer = Buffer.concat([answer, chunk]);
+        const end = answer.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        const length = /\r\ncontent-length:\s*([0-9]+)/i.exec(answer.subarray(0, end).toString());
+        if (length && answer.length >= end + 4 + Number(length[1])) finish();
+      });
+      upstream.on("end", finish);
+      return;
+    }
     downstream.on("data", (chunk) => upstream.write(chunk));
     downstream.on("end", () => upstream.end());
     if (what === "truncate") {

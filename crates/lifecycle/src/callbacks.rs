@@ -188,8 +188,10 @@ async fn try_deliver(
                 false
             }
         };
+        // A refused origin stays refused until the operator changes the manifest.
+        let denied = matches!(outcome, Err(gatehouse_platform::SendFailure::Denied));
         last = outcome.ok();
-        if delivered {
+        if delivered || denied {
             break;
         }
         if attempt < attempts {
@@ -208,6 +210,16 @@ fn unanswered(failure: &gatehouse_platform::SendFailure) -> String {
     match failure {
         SendFailure::TimedOut(timeout) => format!("no answer within {} s", timeout.as_secs_f64()),
         SendFailure::TooLarge(cap) => format!("the answer was longer than {cap} bytes"),
+        // The operator's own configuration, not the relay: callback_allowed_hosts admits the
+        // URL but callback_host (the manifest's outbound rule) does not cover it.
+        SendFailure::Denied => {
+            gatehouse_platform::log_line(
+                "warn",
+                "a callback URL admitted by callback_allowed_hosts is refused by the manifest's \
+                 allowed_outbound_hosts: set callback_host to cover it",
+            );
+            "not allowed by the manifest's allowed_outbound_hosts (callback_host)".to_owned()
+        }
         SendFailure::Transport(detail) => {
             gatehouse_platform::log_line("warn", &format!("callback transport failure: {detail}"));
             "unreachable".to_owned()

@@ -62,7 +62,7 @@ pub async fn create(
     };
     gatehouse_domain::limits::check_parameters_size(parameters)?;
     if let Some(key) = idempotency_key
-        && (key.is_empty() || key.len() > 255)
+        && (key.is_empty() || key.chars().count() > 255)
     {
         return Err(ApiError::invalid_input("The Idempotency-Key header must be 1 to 255 characters."));
     }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::{Either, select};
 pub use spin_sdk::http::Method;
-use spin_sdk::http::{IncomingResponse, Request};
+use spin_sdk::http::conversions::TryIntoOutgoingRequest;
+use spin_sdk::http::{ErrorCode, IncomingResponse, Request, SendError};
 use wasi::clocks::monotonic_clock;
 
 /// What came back from an outbound request.
@@ -42,6 +43,10 @@ pub enum SendFailure {
     /// The answer was longer than [`MAX_ANSWER_BYTES`]; reading stopped there.
     #[error("the answer is longer than {0} bytes")]
     TooLarge(usize),
+    /// The host refused to let the request out: the manifest's `allowed_outbound_hosts` does
+    /// not name its origin. Nothing was sent, and trying again will not help.
+    #[error("not allowed by the component's allowed_outbound_hosts")]
+    Denied,
 }
 
 /// Sends one request and waits at most `timeout` for the whole answer.
@@ -66,9 +71,8 @@ pub async fn send(
         builder.header("content-length", body.len().to_string());
     }
     let request = builder.body(body).build();
-    let exchange = async move {
-        let response: IncomingResponse =
-            spin_sdk::http::send(request).await.map_err(|e| SendFailure::Transport(e.to_string()))?;
+    let answer = async move {
+        let response = exchange(request).await?;
         let status = response.status();
         // Copied out in one statement, so the headers handle (a child of the response) is gone
         // before the body is read (docs/architecture.md, "Hosts pinned to Spin's wasmtime").
@@ -81,7 +85,33 @@ pub async fn send(
         let body = read_capped(&response, MAX_ANSWER_BYTES).await?;
         Ok(OutboundResponse { status, headers, body })
     };
-    within(timeout, exchange).await.unwrap_or(Err(SendFailure::TimedOut(timeout)))
+    within(timeout, answer).await.unwrap_or(Err(SendFailure::TimedOut(timeout)))
+}
+
+/// Sends the request and writes its body side by side. The host decides whether the request
+/// may go out when it is handed over; writing the body first (as `spin_sdk::http::send` does)
+/// would report a refusal as a closed body stream, and a refused origin would read like an
+/// unreachable one.
+async fn exchange(request: Request) -> Result<IncomingResponse, SendFailure> {
+    use futures::SinkExt;
+    let (outgoing, body) = TryIntoOutgoingRequest::try_into_outgoing_request(request)
+        .map_err(|e| SendFailure::Transport(format!("building the request: {e}")))?;
+    let mut sink = outgoing.take_body();
+    let write = async move {
+        if let Some(body) = body.filter(|body| !body.is_empty()) {
+            sink.send(body).await.map_err(|_| ())?;
+        }
+        // Dropping the sink finishes the body.
+        drop(sink);
+        Ok::<(), ()>(())
+    };
+    let (answer, written) = futures::join!(spin_sdk::http::send::<_, IncomingResponse>(outgoing), write);
+    match answer {
+        Err(SendError::Http(ErrorCode::HttpRequestDenied)) => Err(SendFailure::Denied),
+        Err(e) => Err(SendFailure::Transport(e.to_string())),
+        Ok(_) if written.is_err() => Err(SendFailure::Transport("writing the request body".to_owned())),
+        Ok(response) => Ok(response),
+    }
 }
 
 /// The most of an answer an outbound request reads (a callback's, a tool's, Gmail's; each is

@@ -94,8 +94,42 @@ const handler = createCallbackHandler({
   },
 });
 const server = http.createServer(handler);
-await new Promise<void>((resolve) => server.listen(Number(process.env.RELAY_PORT ?? 0), "127.0.0.1", resolve));
+// Gatehouse sends callbacks only to the hosts and ports it allows (`callback_allowed_hosts`, and
+// `callback_host` for the outbound network). `gatehouse up` without them allows one:
+// 127.0.0.1:3001, this relay's default. RELAY_PORT names another port, or a range `low..high`
+// (both included) to take the first free port of, as clients/test does with 43000..43999.
+const ports = relayPorts(process.env.RELAY_PORT ?? "3001");
+await listenOnOneOf(server, ports);
 const callbackUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/callbacks`;
+
+function relayPorts(text: string): number[] {
+  const match = /^\s*([0-9]+)\s*(?:\.\.\s*([0-9]+)\s*)?$/.exec(text);
+  const low = Number(match?.[1]);
+  const high = match?.[2] === undefined ? low : Number(match[2]);
+  if (!match || !(low >= 1 && low <= high && high <= 65535)) throw new Error(`RELAY_PORT is ${text}: expected a port or a range low..high`);
+  return Array.from({ length: high - low + 1 }, (_, i) => low + i);
+}
+
+async function listenOnOneOf(listener: http.Server, candidates: number[]): Promise<void> {
+  for (const port of candidates) {
+    const listening = await new Promise<boolean>((resolve, reject) => {
+      const onError = (error: NodeJS.ErrnoException) => {
+        listener.off("listening", onListening);
+        if (error.code === "EADDRINUSE" && candidates.length > 1) resolve(false);
+        else reject(error);
+      };
+      const onListening = () => {
+        listener.off("error", onError);
+        resolve(true);
+      };
+      listener.once("error", onError);
+      listener.once("listening", onListening);
+      listener.listen(port, "127.0.0.1");
+    });
+    if (listening) return;
+  }
+  throw new Error(`every port of RELAY_PORT ${candidates[0]}..${candidates.at(-1)} is taken`);
+}
 
 let spoken = 0;
 let finalStatus: string | undefined;

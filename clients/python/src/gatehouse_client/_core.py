@@ -39,7 +39,9 @@ OPERATIONS: Dict[str, Tuple[str, str, str]] = {
 
 # When a request may be sent again:
 # - IDEMPOTENT (reads, the sweep, and a create, which always carries an Idempotency-Key): after
-#   any connection failure, and after a 503 with Retry-After, once that time has passed;
+#   any connection failure, after a 503 with Retry-After, once that time has passed, and after a
+#   408 request_timeout (the body did not arrive in time: the runner answered before any
+#   component ran), after the connection backoff, with the same body;
 # - CONDITIONAL (modify, cancel): after a connection that failed before the request left, and
 #   after a 503 with Retry-After: these answer 503 only when their first connection failed,
 #   before anything was written. A lost answer is not retried (a second modify or cancel would
@@ -49,6 +51,16 @@ OPERATIONS: Dict[str, Tuple[str, str, str]] = {
 #   DatabaseUnavailableError (retry_after): under ``Prefer: wait`` Gatehouse reads the call again
 #   on a new connection after its transition has committed, so its 503 does not prove nothing
 #   happened. The relay reads the call's status (get_tool_call, which is retried) first.
+# A 408 request_timeout on a CONDITIONAL or ONCE request is raised (RequestTimeoutError), not
+# retried: only idempotent requests are sent again on it, since a 408 from a proxy in front of
+# Gatehouse proves less than the runner's. The runner's means nothing was done, so the relay may
+# send the request again itself. (After a proxy's, a repeated modify, cancel, confirm or resume
+# that had taken effect is refused with 409 naming the call's state; a direct flow would run
+# again, so read the session's calls first.)
+# Never retried, whatever the policy: a 503 without Retry-After (deadline_exceeded: the request
+# may have been carried out), 429 too_many_open_calls (no Retry-After; waiting alone does not
+# help, the session's calls must be confirmed or cancelled first), 409 callback_url_conflict (a
+# repeat gets the same answer), and every other 4xx and 5xx.
 IDEMPOTENT = "idempotent"
 CONDITIONAL = "conditional"
 ONCE = "once"
@@ -149,6 +161,10 @@ class Core:
         if response.status_code == 503 and retry_after is not None and call.retry != ONCE and 503 not in call.accept:
             if attempt < self.max_attempts and retry_after <= self.max_retry_after:
                 return float(retry_after)
+        # 408 request_timeout: nothing was done, but only an idempotent request is sent again on it
+        # (see above); 429 and 409 are never retried.
+        if response.status_code == 408 and call.retry == IDEMPOTENT and attempt < self.max_attempts:
+            return float(self.retry_backoff * 2 ** (attempt - 1))
         if response.is_success or response.status_code in call.accept:
             text = response.text
             return Answer(response.status_code, response.headers, json.loads(text) if text else None)

@@ -78,7 +78,8 @@ class Gatehouse:
         self, request: CreateRequest, *, idempotency_key: Optional[str] = None, traceparent: Optional[str] = None
     ) -> CreateResponse:
         """``POST /voice-tools/pending``: a PENDING call; speak its ``message``. A key is generated when
-        none is given, so a create whose answer was lost is sent again safely."""
+        none is given, so a create whose answer was lost is sent again safely. A session full of waiting
+        calls is refused with ``TooManyOpenCallsError`` (429, not retried): confirm or cancel some first."""
         headers = {"Idempotency-Key": idempotency_key or new_idempotency_key()}
         call = Call("POST", "/voice-tools/pending", IDEMPOTENT, body=request, headers=headers, traceparent=traceparent)
         return cast(CreateResponse, self._send(call).body)
@@ -98,7 +99,8 @@ class Gatehouse:
     ) -> Union[Accepted, ToolCall]:
         """``POST /voice-tools/confirm/{id}``: ``Accepted`` at once, or with ``wait`` the call in full once
         it leaves EXECUTING (``is_tool_call`` tells which). Sent again only if it never left; a lost
-        answer or a 503 is raised for the relay to read the call's status first."""
+        answer or a 503 is raised for the relay to read the call's status first. A ``callback_url`` other
+        than the one the call was created with is refused with ``CallbackUrlConflictError`` (409)."""
         call = Call("POST", f"/voice-tools/confirm/{quote(id)}", ONCE, body=request or {}, wait=wait, traceparent=traceparent)
         return cast(Union[Accepted, ToolCall], self._send(call).body)
 
@@ -159,7 +161,8 @@ class Gatehouse:
         cursor: Optional[str] = None,
         traceparent: Optional[str] = None,
     ) -> CallPage:
-        """``GET /voice-tools/calls``: one page of every session's calls, newest first, filtered."""
+        """``GET /voice-tools/calls``: one page of every session's calls, newest first, filtered, each as
+        a ``CallSummary`` (no parameters, histories or result: ``get_tool_call`` reads a call in full)."""
         query = {"session_id": session_id, "function_name": function_name, "status": status, "limit": limit, "cursor": cursor}
         call = Call("GET", "/voice-tools/calls", IDEMPOTENT, query=query, traceparent=traceparent)
         return cast(CallPage, self._send(call).body)

@@ -11,6 +11,7 @@ else:  # pragma: no cover
     from typing_extensions import Literal, NotRequired, Required, TypedDict
 
 Status = Literal["PENDING", "EXECUTING", "PREPARED", "COMPLETED", "FAILED", "CANCELLED", "EXPIRED"]
+OpenStatus = Literal["PENDING", "EXECUTING", "PREPARED"]
 SettledStatus = Literal["COMPLETED", "FAILED", "CANCELLED", "EXPIRED"]
 Parameters = Dict[str, Any]
 
@@ -98,7 +99,47 @@ class CancelResponse(TypedDict):
     message: str
 
 
+# What a call is waiting on or doing now (``current_operation``): ``awaiting_confirmation``
+# (PENDING), ``awaiting_resume`` (PREPARED), and while EXECUTING ``prepare`` (a tool with a
+# checkpoint preparing its work) or ``execute`` (the irreversible step is next or under way; a
+# tool without a checkpoint goes straight to it); None once it is final.
+CurrentOperation = Literal["awaiting_confirmation", "awaiting_resume", "prepare", "execute"]
+
+
+class CallSummary(TypedDict):
+    """A call as ``GET /voice-tools/calls`` lists it (the SQL function ``tool_call_summary_json``):
+    what it is, where it stands and since when (``status_since``), what it is doing
+    (``current_operation``), how many corrections it took, when a failed attempt is tried again
+    (``next_retry_at``) and whether it is ``overdue`` (the sweeper is behind), with its
+    parameters, without its histories, checkpoint or result (``get_tool_call`` answers those)."""
+
+    tool_call_id: str
+    session_id: str
+    connection_id: Optional[str]
+    intent_id: Optional[str]
+    function_name: str
+    tool: str
+    parameters: Parameters
+    status: Status
+    status_since: str
+    summary: Optional[str]
+    voice_response: Optional[str]
+    error_message: Optional[str]
+    attempts: int
+    corrections: int
+    current_operation: Optional[CurrentOperation]
+    next_retry_at: Optional[str]
+    overdue: bool
+    expires_at: Optional[str]
+    created_at: str
+    completed_at: Optional[str]
+
+
 class ToolCall(TypedDict):
+    """A call in full (``get_tool_call``, confirm and resume under ``wait``; the SQL function
+    ``tool_call_json``): every field of its ``CallSummary``, and its histories,
+    checkpoint and outcome."""
+
     tool_call_id: str
     session_id: str
     connection_id: Optional[str]
@@ -109,6 +150,7 @@ class ToolCall(TypedDict):
     parameters_history: List[Dict[str, Any]]
     status: Status
     status_history: List[Dict[str, Any]]
+    status_since: str
     summary: Optional[str]
     checkpoint: Optional[Dict[str, Any]]
     result: Any
@@ -117,6 +159,10 @@ class ToolCall(TypedDict):
     callback_url: Optional[str]
     expires_at: Optional[str]
     attempts: int
+    corrections: int
+    current_operation: Optional[CurrentOperation]
+    next_retry_at: Optional[str]
+    overdue: bool
     side_effect_started_at: Optional[str]
     trace_id: Optional[str]
     created_at: str
@@ -127,11 +173,36 @@ class ToolCall(TypedDict):
     execution_time_ms: Optional[int]
 
 
+class RecentCall(TypedDict):
+    """A settled call in the context view (``get_session_calls``'s ``recent``)."""
+
+    tool_call_id: str
+    function_name: str
+    parameters: Parameters
+    result: Any
+    status: SettledStatus
+    voice_response: Optional[str]
+    created_at: str
+
+
+class PendingCall(TypedDict):
+    """An open call in the context view, with the deadline to act on it (None while EXECUTING)."""
+
+    tool_call_id: str
+    function_name: str
+    parameters: Parameters
+    result: Any
+    status: OpenStatus
+    voice_response: Optional[str]
+    created_at: str
+    expires_at: Optional[str]
+
+
 class ContextResponse(TypedDict):
     session_id: str
-    pending: List[Dict[str, Any]]
+    pending: List[PendingCall]
     pending_total: int
-    recent: List[Dict[str, Any]]
+    recent: List[RecentCall]
     recent_total: int
 
 
@@ -144,6 +215,7 @@ class SweepReport(TypedDict):
     failed: int
     redriven: int
     reported: int
+    discards_retried: int
     session_context_purged: int
 
 
@@ -158,7 +230,7 @@ class ExecutionPage(TypedDict):
 
 
 class CallPage(TypedDict):
-    calls: List[ToolCall]
+    calls: List[CallSummary]  # summaries, not whole calls: get_tool_call reads one in full
     next_cursor: Optional[str]
 
 
@@ -262,7 +334,8 @@ SCHEMAS = {
     "CreateRequest": CreateRequest, "CreateResponse": CreateResponse, "ModifyRequest": ModifyRequest,
     "ModifyResponse": ModifyResponse, "ConfirmRequest": ConfirmRequest, "ResumeRequest": ResumeRequest,
     "CancelRequest": CancelRequest, "Accepted": Accepted, "CancelResponse": CancelResponse,
-    "ToolCall": ToolCall, "ContextResponse": ContextResponse, "SessionContext": SessionContext,
+    "ToolCall": ToolCall, "CallSummary": CallSummary, "RecentCall": RecentCall, "PendingCall": PendingCall,
+    "ContextResponse": ContextResponse, "SessionContext": SessionContext,
     "SweepReport": SweepReport, "ToolList": ToolList, "ExecutionPage": ExecutionPage,
     "ToolStats": ToolStats, "CallPage": CallPage, "CallbackAttempt": CallbackAttempt,
     "CallbackAttempts": CallbackAttempts, "ExecuteGmailRequest": ExecuteGmailRequest,

@@ -333,6 +333,8 @@ async fn listen(
         eprintln!("no callback_allowed_hosts set, so callbacks may go only to the local demo relay, {relay}");
         variables.provided.insert("callback_allowed_hosts".into(), relay.to_string());
         variables.provided.insert("callback_host".into(), relay.to_string());
+    } else if variables.lookup("callback_host").is_none() {
+        derive_callback_host(&mut variables);
     }
     if !variables.flags.contains_key("state_secret") && !variables.env.contains_key("state_secret") {
         // Random for this process: only this host signs and reads the state it hands out. Hosts
@@ -383,6 +385,28 @@ async fn shutdown_signal() {
     log::info("shutting down", serde_json::json!({}));
 }
 
+/// `callback_allowed_hosts` says which relays the application may call back; the manifest's
+/// `allowed_outbound_hosts` names `callback_host`, so the host lets the request out. With one
+/// relay allowed and no `callback_host` set, the one is the other; with several (or a wildcard)
+/// only the operator knows which outbound rule covers them, so they are told
+/// (docs/architecture.md, "Callbacks").
+fn derive_callback_host(variables: &mut VariableSources) {
+    let allowed = variables.lookup("callback_allowed_hosts").cloned().unwrap_or_default();
+    let entries: Vec<&str> = allowed.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
+    match entries.as_slice() {
+        [single] if !single.contains('*') && !single.contains("..") => {
+            eprintln!("callback_host not set: callbacks go out to the one allowed relay, {single}");
+            variables.provided.insert("callback_host".into(), (*single).to_owned());
+        }
+        [] => {}
+        _ => eprintln!(
+            "warning: callback_allowed_hosts names several relays (or a pattern) but callback_host is not \
+             set, so the manifest's allowed_outbound_hosts lets no callback out: set callback_host to a \
+             pattern that covers them (for example *.relays.example.com)"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,5 +453,19 @@ mod tests {
         assert_eq!(set.max_instances, 4);
         assert!(Up::try_parse_from(["up", "--max-instances", "0"]).is_err(), "an empty pool serves nothing");
         assert!(Up::try_parse_from(["up", "--request-timeout", "0"]).is_err(), "a zero deadline stops everything");
+    }
+
+    #[test]
+    fn one_allowed_relay_is_the_callback_host_and_several_are_left_to_the_operator() {
+        let mut one = VariableSources::default();
+        one.flags.insert("callback_allowed_hosts".into(), " relay.example.com:8443 ".into());
+        derive_callback_host(&mut one);
+        assert_eq!(one.lookup("callback_host").map(String::as_str), Some("relay.example.com:8443"));
+        for several in ["a.example.com,b.example.com", "*.example.com", "127.0.0.1:41000..41999", ""] {
+            let mut sources = VariableSources::default();
+            sources.env.insert("callback_allowed_hosts".into(), several.into());
+            derive_callback_host(&mut sources);
+            assert_eq!(sources.lookup("callback_host"), None, "{several:?}");
+        }
     }
 }
