@@ -1,5 +1,6 @@
--- What the lifecycle needs beyond SPEC §3's columns: lease ownership, the tool's checkpoint,
--- the spoken summary, and the first answer to an idempotent create.
+-- What the lifecycle needs beyond the first migration's columns (docs/architecture.md, "The data
+-- model"): lease ownership, the tool's checkpoint, the spoken summary, and the first answer to an
+-- idempotent create.
 
 ALTER TABLE tool_calls
     -- The token of the worker that holds the lease. Every step of a drive is conditional on it,
@@ -40,7 +41,7 @@ CREATE TABLE tool_executions (
 CREATE INDEX tool_executions_tool_started_idx ON tool_executions (tool, started_at DESC, execution_id DESC);
 CREATE INDEX tool_executions_call_idx ON tool_executions (tool_call_id) WHERE tool_call_id IS NOT NULL;
 
--- One row per attempt to deliver a callback to the relay: the audit trail of SPEC §6.
+-- One row per attempt to deliver a callback to the relay: their audit trail (docs/architecture.md, "Callbacks").
 CREATE TABLE callback_attempts (
     attempt_id   bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     tool_call_id text        NOT NULL,

@@ -1,5 +1,6 @@
--- The per-tool execution history covers every path (SPEC §8): an operation a cancel stopped
--- before it ran is recorded as 'cancelled', and each row carries the trace it ran in.
+-- The per-tool execution history covers every path (docs/architecture.md, "Observability"): an
+-- operation a cancel stopped before it ran is recorded as 'cancelled', and each row carries the
+-- trace it ran in.
 ALTER TABLE tool_executions
     DROP CONSTRAINT tool_executions_outcome_known,
     ADD CONSTRAINT tool_executions_outcome_known

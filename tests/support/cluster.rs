@@ -180,8 +180,7 @@ impl Cluster {
         common.retain(|(name, _)| name != "tool_registry");
         common.extend([
             ("tool_registry".to_owned(), registry),
-            ("gmail_origin".to_owned(), tools_origin.clone()),
-            ("vector_query_origin".to_owned(), tools_origin.clone()),
+            ("tools_origin".to_owned(), tools_origin.clone()),
             ("contract_secret".to_owned(), CONTRACT_SECRET.to_owned()),
             ("callback_secret".to_owned(), CALLBACK_SECRET.to_owned()),
             ("execution_lease_seconds".to_owned(), LEASE_SECONDS.to_owned()),

@@ -10,11 +10,11 @@ from gatehouse_client.types import SCHEMAS
 from conftest import OPENAPI
 
 with open(OPENAPI, encoding="utf-8") as f:
-    SPEC = yaml.safe_load(f)
+    DESCRIPTION = yaml.safe_load(f)
 
 FILE_OPERATIONS = {
     op["operationId"]: (method.upper(), path)
-    for path, item in SPEC["paths"].items()
+    for path, item in DESCRIPTION["paths"].items()
     for method, op in item.items()
     if method in ("get", "post", "put", "patch", "delete")
 }
@@ -40,14 +40,14 @@ def test_each_method_calls_its_operations_method_and_path():
 
 
 def test_the_error_codes_are_the_enum_each_with_its_own_class():
-    codes = SPEC["components"]["schemas"]["ErrorCode"]["enum"]
+    codes = DESCRIPTION["components"]["schemas"]["ErrorCode"]["enum"]
     assert sorted(ERROR_CODES) == sorted(codes)
     assert len(set(ERROR_CLASSES.values())) == len(codes)
     assert all(issubclass(c, GatehouseError) and c is not GatehouseError for c in ERROR_CLASSES.values())
 
 
 def test_the_typed_shapes_have_the_schemas_fields():
-    schemas = SPEC["components"]["schemas"]
+    schemas = DESCRIPTION["components"]["schemas"]
     for name, typed in SCHEMAS.items():
         schema = schemas[name]
         assert set(typed.__annotations__) == set(schema["properties"]), name

@@ -1,5 +1,6 @@
-//! `POST /execute-gmail`: the gated direct flow of SPEC §7. One request records the call and
-//! walks it through four gates; the relay must say "continue" at the first two.
+//! `POST /execute-gmail`: a gated direct flow (docs/architecture.md, "Direct flows"). One
+//! request records the call and walks it through four gates; the relay must say "continue" at
+//! the first two.
 //!
 //! 1. PREPARING: progress, cancellable.
 //! 2. READY_TO_SEND: the draft exists, and the relay confirms with the caller.

@@ -1,6 +1,6 @@
-//! `POST /query-vector-db`: the gated direct flow of SPEC §7. One request records the call,
-//! which is already confirmed (the agent read the query back to the caller first), and walks
-//! it through four gates:
+//! `POST /query-vector-db`: a gated direct flow (docs/architecture.md, "Direct flows"). One
+//! request records the call, which is already confirmed (the agent read the query back to the
+//! caller first), and walks it through four gates:
 //!
 //! 1. QUERYING: a progress callback; anything but the relay's "continue" cancels (fail closed).
 //! 2. EXECUTE: embed the query and search; from here on a cancel is too late.

@@ -45,9 +45,8 @@ pub fn parse_watched(text: &str) -> Result<Watched, String> {
 /// The PostgreSQL server of `database_url` as a [`Watched`] process: the parent of the
 /// backend serving a connection, which is the postmaster, if that backend runs on this machine.
 pub async fn postgres(database_url: &str) -> Result<Option<Watched>> {
-    let (client, _driver) = gatehouse_spin_host::pg_connect::connect(database_url)
-        .await
-        .context("connecting to find PostgreSQL's process")?;
+    let (client, _driver) =
+        gatehouse_pg_connect::connect(database_url).await.context("connecting to find PostgreSQL's process")?;
     let backend: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
     let Some(backend) = u32::try_from(backend).ok().and_then(|pid| stat(&format!("/proc/{pid}/stat"))) else {
         return Ok(None);

@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use gatehouse_embeddings::{Embedder, MATRIX_SHAPE, MatrixRate, flops_for_texts, matrix_rate};
 use hdrhistogram::Histogram;
 
-use super::{histogram, micros, ms};
+use crate::timing::{histogram, micros, ms};
 
 /// Documents embedded: the first this many by id.
 const DOCUMENTS: i64 = 1000;
@@ -39,7 +39,7 @@ struct Measured {
 }
 
 /// Embeds the documents and the queries with the model in `model_dir`, and prints the figures.
-pub(super) async fn run(database_url: &str, model_dir: &Path, queries: Vec<String>) -> Result<()> {
+pub(crate) async fn run(database_url: &str, model_dir: &Path, queries: Vec<String>) -> Result<()> {
     let contents = documents(database_url).await?;
     let model_dir = model_dir.to_path_buf();
     let measured = tokio::task::spawn_blocking(move || -> Result<Measured> {
@@ -54,7 +54,7 @@ pub(super) async fn run(database_url: &str, model_dir: &Path, queries: Vec<Strin
 
 /// The content of the first [`DOCUMENTS`] documents by id.
 async fn documents(database_url: &str) -> Result<Vec<String>> {
-    let (db, _driver) = gatehouse_spin_host::pg_connect::connect(database_url)
+    let (db, _driver) = gatehouse_pg_connect::connect(database_url)
         .await
         .context("connecting to the database for the embed scenario")?;
     let rows = db

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::{Outcome, Scenario, Work};
+use crate::load::{Outcome, WARMUP, Work};
 use crate::relay::Relay;
-use gatehouse_spin_host::pg_connect;
+use crate::scenario::{FLOW_STEPS, Scenario, Statement};
 
 /// The fixture tool's tables, shared with the tests (tests/support/lifecycle.rs).
 const FIXTURE_TABLES_SQL: &str = include_str!("../../../tests/fixtures/fixture_tool.sql");
@@ -53,9 +53,6 @@ const CANCEL_RATE_CAP: f64 = 4000.0;
 const MODIFY_POOL: usize = 2000;
 /// The pgbench rate assumed for sizing a transition's rows when the insert floor did not run.
 const FALLBACK_TPS: f64 = 3000.0;
-
-/// The steps of a conversation, in order.
-pub(super) const FLOW_STEPS: [&str; 4] = ["create", "modify", "confirm", "resume"];
 
 fn parameters() -> Value {
     json!({"to": TO, "subject": SUBJECT})
@@ -210,7 +207,7 @@ async fn expect(request: reqwest::RequestBuilder, expected: u16) -> Result<Value
 const NEXT_XID_SQL: &str = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint";
 
 /// The lifecycle scenarios' database, relay and bookkeeping.
-pub(super) struct Lifecycle {
+pub(crate) struct Lifecycle {
     db: tokio_postgres::Client,
     flow: Arc<Flow>,
     relay: Relay,
@@ -219,7 +216,7 @@ pub(super) struct Lifecycle {
 }
 
 /// Durable commits of one conversation, by step, as counted in the database.
-pub(super) struct Commits {
+pub(crate) struct Commits {
     pub per_step: Vec<u64>,
     pub callbacks: std::collections::BTreeMap<String, u64>,
 }
@@ -231,7 +228,7 @@ impl Commits {
 }
 
 /// One pgbench script for a write or read statement, and what to check after it ran.
-pub(super) struct FloorScript {
+pub(crate) struct FloorScript {
     pub text: String,
     /// For a transition: the last row of each client, which must still be untouched after
     /// the run, or pgbench ran out of rows and counted statements that changed nothing.
@@ -250,7 +247,7 @@ impl Lifecycle {
         relay_listen: std::net::SocketAddr,
     ) -> Result<Lifecycle> {
         let started = std::time::SystemTime::now();
-        let (db, _driver) = pg_connect::connect(database_url)
+        let (db, _driver) = gatehouse_pg_connect::connect(database_url)
             .await
             .context("connecting to the database for the lifecycle scenarios")?;
         let relay = Relay::start(callback_secret, relay_listen).await?;
@@ -359,7 +356,7 @@ impl Lifecycle {
             }
             Scenario::Cancel => {
                 // One call per request; a run that uses them all up stops early and says so.
-                let count = ((seconds + super::WARMUP.as_secs_f64()) * CANCEL_RATE_CAP).ceil() as u64;
+                let count = ((seconds + WARMUP.as_secs_f64()) * CANCEL_RATE_CAP).ceil() as u64;
                 let (_, ids) = self.precreate(SESSION, count).await?;
                 let ids = Arc::new(ids);
                 let cursor = Arc::new(AtomicUsize::new(0));
@@ -434,12 +431,11 @@ impl Lifecycle {
     /// `seconds`, on rows of its own. `expected_tps` sizes the rows a transition needs.
     pub(crate) async fn floor_script(
         &self,
-        statement: super::Statement,
+        statement: Statement,
         concurrency: usize,
         seconds: u64,
         expected_tps: Option<f64>,
     ) -> Result<FloorScript> {
-        use super::Statement;
         let params = parameters().to_string();
         let other = json!({"to": OTHER_TO, "subject": SUBJECT}).to_string();
         let changes = json!([{"field": "to", "old_value": TO, "new_value": OTHER_TO}]).to_string();
@@ -535,7 +531,7 @@ impl Lifecycle {
 }
 
 /// pgbench reads one statement per line, so comments go and the rest is joined.
-pub(super) fn one_line(sql: &str) -> String {
+pub(crate) fn one_line(sql: &str) -> String {
     let words: Vec<&str> =
         sql.lines().filter(|line| !line.trim_start().starts_with("--")).flat_map(str::split_whitespace).collect();
     format!("{};\n", words.join(" ").trim_end_matches(';'))

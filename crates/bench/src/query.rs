@@ -14,10 +14,9 @@ use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
-use super::{Outcome, Work, histogram};
+use crate::load::{Outcome, Work};
+use crate::timing::histogram;
 
-/// The steps of one query, in order.
-pub(super) const QUERY_STEPS: [&str; 2] = ["create", "confirm"];
 const SESSION: &str = "bench-query";
 const COMPONENT: &str = "vector-query";
 const PREFER_WAIT: &str = "wait=10";
@@ -50,7 +49,7 @@ fn questions() -> Vec<Value> {
 }
 
 /// The questions' `user_query` texts, which the `embed` scenario embeds one at a time.
-pub(super) fn user_queries() -> Vec<String> {
+pub(crate) fn user_queries() -> Vec<String> {
     questions().iter().filter_map(|q| q["user_query"].as_str().map(str::to_owned)).collect()
 }
 
@@ -61,12 +60,12 @@ struct Parts {
 }
 
 /// The two parts of the queries of one measurement.
-pub(super) struct PartTimes {
+pub(crate) struct PartTimes {
     pub embedding: Histogram<u64>,
     pub sql: Histogram<u64>,
 }
 
-pub(super) struct Queries {
+pub(crate) struct Queries {
     client: reqwest::Client,
     base: String,
     token: String,
@@ -76,7 +75,7 @@ pub(super) struct Queries {
     parts: Mutex<Parts>,
     started: SystemTime,
     /// How many documents the database holds, which a search's cost depends on.
-    pub(super) documents: i64,
+    pub(crate) documents: i64,
 }
 
 impl Queries {
@@ -88,7 +87,7 @@ impl Queries {
         base: &str,
         token: &str,
     ) -> Result<Arc<Queries>> {
-        let (db, _driver) = gatehouse_spin_host::pg_connect::connect(database_url)
+        let (db, _driver) = gatehouse_pg_connect::connect(database_url)
             .await
             .context("connecting to the database for the query scenario")?;
         let documents: i64 = db

@@ -1,4 +1,5 @@
-//! `callback_allowed_hosts`: which relays may receive callbacks (SPEC §6).
+//! `callback_allowed_hosts`: which relays may receive callbacks (docs/architecture.md,
+//! "Callbacks").
 
 use thiserror::Error;
 use url::Url;

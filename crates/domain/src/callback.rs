@@ -1,5 +1,5 @@
-//! Callbacks to the relay (SPEC §6): their payloads, their signature, and how a relay's
-//! answer at a gate is read.
+//! Callbacks to the relay (docs/architecture.md, "Callbacks"): their payloads, their
+//! signature, and how a relay's answer at a gate is read.
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,8 @@ pub struct CompletionCallback {
     pub result: Option<Value>,
     pub voice_response: Option<String>,
     pub execution_time_ms: Option<i64>,
-    /// True when the call stored session context the agent can fetch (SPEC §7).
+    /// True when the call stored session context the agent can fetch with
+    /// `GET /get-session-context` (docs/architecture.md, "Vector search").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub context_available: bool,
     /// The `context_key` for `GET /get-session-context`, when there is context.
@@ -139,7 +140,7 @@ pub enum RelayDecision {
 impl RelayDecision {
     /// Reads the relay's answer at a gate that needs one. Only an explicit
     /// `{"continue": true}` continues: no answer, an error status, a body that is not JSON or
-    /// anything else means cancel (SPEC §6: fail closed).
+    /// anything else means cancel: a gate fails closed (docs/architecture.md, "Callbacks").
     pub fn at_gate(status: Option<u16>, body: &[u8]) -> RelayDecision {
         match status {
             None => return RelayDecision::cancel("the relay could not be reached"),

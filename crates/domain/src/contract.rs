@@ -1,4 +1,5 @@
-//! The tool contract of SPEC §2, as it travels over service chaining.
+//! The tool contract (docs/architecture.md, "The tool contract"), as it travels over service
+//! chaining.
 //!
 //! A tool component answers `GET /tool/describe` and `POST /tool/<operation>` on its private
 //! route. Lifecycle components only ever speak these types, so they hold no tool-specific code.
@@ -108,7 +109,8 @@ pub struct ToolRequest {
     #[serde(default = "first_attempt")]
     pub attempt: u32,
     /// Set when an earlier `execute` of this call may have performed the side effect: the tool
-    /// must find out whether it did before doing anything (SPEC §4: never run blind twice).
+    /// must find out whether it did before doing anything: a side effect is never run blind
+    /// twice (docs/architecture.md, "Exactly once").
     #[serde(default)]
     pub side_effect_may_have_started: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]

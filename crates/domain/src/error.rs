@@ -1,5 +1,6 @@
-//! The API error model: every failure a client sees, in SPEC §5's flat shape
-//! `{"error": "<sentence>", "code": "<stable code>", ...extra}`.
+//! The API error model: every failure a client sees, in one flat shape
+//! `{"error": "<sentence>", "code": "<stable code>", ...extra}` (docs/architecture.md,
+//! "Errors").
 
 use serde::Serialize;
 use thiserror::Error;
@@ -89,7 +90,7 @@ impl ErrorCode {
         }
     }
 
-    /// The HTTP status SPEC §5 assigns to this kind of failure.
+    /// The HTTP status of this kind of failure (docs/architecture.md, "Errors").
     pub const fn http_status(self) -> u16 {
         match self {
             ErrorCode::InvalidInput => 400,

@@ -1,7 +1,7 @@
 //! JSON merge patch (RFC 7396) on a call's parameters, and the per-field changes it made,
 //! which become `parameters_history` entries and `modification_applied`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Applies `patch` to `target` as RFC 7396 says: objects merge recursively, `null` removes
@@ -24,8 +24,8 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
-/// One top-level parameter that changed. `None` means absent.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One top-level parameter that changed. `None` means absent (`null` in the JSON).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FieldChange {
     pub field: String,
     pub old: Option<Value>,

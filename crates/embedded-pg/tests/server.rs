@@ -240,7 +240,7 @@ async fn gives_a_data_directory_that_trusted_everyone_a_password() {
 }
 
 // Taking over a server whose starter exited is tested end to end through `gatehouse db start`
-// and `gatehouse db stop` (tests/cli.rs), where it is the product behaviour.
+// and `gatehouse db stop` (tests/e2e/cli.rs), where it is the product behaviour.
 
 #[test]
 fn starts_over_a_stale_pid_file() {

@@ -8,12 +8,13 @@ use serde_json::{Map, Value, json};
 use crate::google_error::GoogleError;
 use crate::headers::HeaderBlock;
 use crate::mailbox::{self, NewMessage, StoredDraft, StoredMessage};
-use crate::oauth::TokenCheck;
+use crate::message_format::Format;
 use crate::responses::{self, Answer};
 use crate::routes::{GmailCall, Incoming};
 use crate::scopes;
 use crate::search::Query;
 use crate::state::Shared;
+use crate::tokens::TokenCheck;
 
 /// Gmail's limit on a message, 35 MB.
 const MAX_MESSAGE_BYTES: usize = 36_700_160;
@@ -113,7 +114,7 @@ fn list_drafts(shared: &Shared, request: &Incoming) -> Outcome {
 }
 
 fn get_draft(shared: &Shared, id: &str, request: &Incoming) -> Outcome {
-    let format = Format::from_request(request)?;
+    let format = Format::parse(request.query_param("format"))?;
     let state = shared.lock();
     let draft = state.mailbox.draft(id).ok_or_else(GoogleError::not_found)?;
     let message = message_resource(&draft.message, format, &[], state.mailbox.history_id());
@@ -191,7 +192,7 @@ fn get_message(shared: &Shared, id: &str, request: &Incoming) -> Outcome {
     if id.is_empty() || id.len() > 16 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(GoogleError::invalid_argument("Invalid id value"));
     }
-    let format = Format::from_request(request)?;
+    let format = Format::parse(request.query_param("format"))?;
     let wanted_headers = request.query_params("metadataHeaders");
     let state = shared.lock();
     let message = state.mailbox.message(&id.to_ascii_lowercase()).ok_or_else(GoogleError::not_found)?;
@@ -286,28 +287,6 @@ fn require_recipients(raw: &[u8]) -> Result<(), GoogleError> {
 /// What create and send answer: ids and labels only.
 fn message_reference(message: &StoredMessage) -> Value {
     json!({"id": message.id, "threadId": message.thread_id, "labelIds": message.label_ids})
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Format {
-    Minimal,
-    Full,
-    Raw,
-    Metadata,
-}
-
-impl Format {
-    pub fn from_request(request: &Incoming) -> Result<Format, GoogleError> {
-        match request.query_param("format").map(str::to_ascii_lowercase).as_deref() {
-            None | Some("full") => Ok(Format::Full),
-            Some("minimal") => Ok(Format::Minimal),
-            Some("raw") => Ok(Format::Raw),
-            Some("metadata") => Ok(Format::Metadata),
-            Some(other) => Err(GoogleError::invalid_value(format!(
-                "Invalid value at 'format' (type.googleapis.com/caribou.api.proto.MessageFormat), \"{other}\""
-            ))),
-        }
-    }
 }
 
 fn message_resource(message: &StoredMessage, format: Format, wanted_headers: &[&str], history_id: u64) -> Value {

@@ -3,6 +3,7 @@
 use hyper::StatusCode;
 use serde_json::{Value, json};
 
+use crate::message_format::UnknownFormat;
 use crate::responses::{self, Answer};
 
 const REALM: &str = "https://accounts.google.com/";
@@ -204,5 +205,14 @@ impl GoogleError {
             responses::add_header(&mut answer, "retry-after", &seconds.to_string());
         }
         answer
+    }
+}
+
+impl From<UnknownFormat> for GoogleError {
+    /// Gmail's answer to a `format` it does not know, naming the protocol enum it checked.
+    fn from(UnknownFormat(value): UnknownFormat) -> Self {
+        GoogleError::invalid_value(format!(
+            "Invalid value at 'format' (type.googleapis.com/caribou.api.proto.MessageFormat), \"{value}\""
+        ))
     }
 }

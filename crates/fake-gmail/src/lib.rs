@@ -11,6 +11,7 @@ mod gmail;
 mod google_error;
 mod headers;
 mod mailbox;
+mod message_format;
 mod oauth;
 mod records;
 mod responses;
@@ -19,6 +20,7 @@ mod scopes;
 mod search;
 mod server;
 mod state;
+mod tokens;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

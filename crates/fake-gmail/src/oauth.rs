@@ -1,57 +1,12 @@
-//! Google's OAuth2 token endpoint, refresh-token grant only, and the access tokens it issues.
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
-
+//! Google's OAuth2 token endpoint, refresh-token grant only. The tokens it issues are kept in
+//! `tokens`, where the Gmail routes check them.
 use base64::Engine;
 use hyper::StatusCode;
-use rand::Rng;
-use rand::distr::Alphanumeric;
 use serde_json::{Value, json};
 
 use crate::responses::{self, Answer};
 use crate::routes::Incoming;
 use crate::state::Shared;
-
-struct IssuedToken {
-    expires_at: Instant,
-    scopes: Vec<String>,
-}
-
-#[derive(Default)]
-pub(crate) struct TokenStore {
-    tokens: HashMap<String, IssuedToken>,
-}
-
-/// What an access token presented to a Gmail route turned out to be.
-pub(crate) enum TokenCheck {
-    Valid { scopes: Vec<String> },
-    Invalid,
-}
-
-impl TokenStore {
-    fn issue(&mut self, ttl: Duration, scopes: Vec<String>) -> String {
-        let now = Instant::now();
-        self.tokens.retain(|_, token| token.expires_at > now);
-        let random: String = rand::rng().sample_iter(&Alphanumeric).take(96).map(char::from).collect();
-        // Google's access tokens start with "ya29."; clients that sniff for it see what they expect.
-        let token = format!("ya29.{random}");
-        self.tokens.insert(token.clone(), IssuedToken { expires_at: now + ttl, scopes });
-        token
-    }
-
-    pub fn check(&self, token: &str) -> TokenCheck {
-        match self.tokens.get(token) {
-            Some(issued) if issued.expires_at > Instant::now() => TokenCheck::Valid { scopes: issued.scopes.clone() },
-            _ => TokenCheck::Invalid,
-        }
-    }
-
-    pub fn expire_all(&mut self) -> usize {
-        let count = self.tokens.len();
-        self.tokens.clear();
-        count
-    }
-}
 
 /// `POST /token` with `grant_type=refresh_token`.
 pub(crate) fn grant(shared: &Shared, request: &Incoming) -> Answer {

@@ -1,6 +1,6 @@
 //! Which OAuth scopes each Gmail method accepts, as Gmail's discovery document lists them.
-use crate::gmail::Format;
 use crate::google_error::GoogleError;
+use crate::message_format::Format;
 use crate::routes::{GmailCall, Incoming};
 
 const FULL: &str = "https://mail.google.com/";
@@ -45,7 +45,7 @@ pub(crate) fn check(call: &GmailCall, granted: &[String], request: &Incoming) ->
         GmailCall::MessagesList if request.query_param("q").is_some_and(|q| !q.is_empty()) => {
             Err(GoogleError::forbidden("Metadata scope does not support 'q' parameter"))
         }
-        GmailCall::MessagesGet(_) => match Format::from_request(request)? {
+        GmailCall::MessagesGet(_) => match Format::parse(request.query_param("format"))? {
             Format::Full => Err(GoogleError::forbidden("Metadata scope doesn't allow format FULL")),
             Format::Raw => Err(GoogleError::forbidden("Metadata scope doesn't allow format RAW")),
             Format::Minimal | Format::Metadata => Ok(()),

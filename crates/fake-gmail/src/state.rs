@@ -4,8 +4,8 @@ use std::time::Instant;
 use crate::config::FakeGmailConfig;
 use crate::faults::FaultQueue;
 use crate::mailbox::Mailbox;
-use crate::oauth::TokenStore;
 use crate::records::RequestRecord;
+use crate::tokens::TokenStore;
 
 /// Everything the request handlers share. One lock: every operation is short and never awaits
 /// while holding it, so a finer split would buy nothing.

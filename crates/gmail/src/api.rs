@@ -15,32 +15,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::config::GmailConfig;
+use crate::error::GmailError;
 use crate::oauth::TokenSource;
+use crate::percent::percent_encode;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 const MAX_ATTEMPTS: u32 = 4;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// A `Retry-After` longer than this is not waited out: the caller is on the phone.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(20);
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GmailError {
-    /// The OAuth credentials do not work.
-    #[error("Gmail credentials: {0}")]
-    Credentials(String),
-    #[error("Gmail has no such item")]
-    NotFound,
-    /// Gmail refused the request as it is (a 4xx other than 401, 404 and 429).
-    #[error("Gmail refused the request: HTTP {status}: {message}")]
-    Refused { status: u16, message: String },
-    /// Gmail stayed busy or failing through every attempt; nothing was carried out.
-    #[error("Gmail is unavailable: {0}")]
-    Unavailable(String),
-    /// A request that must not be repeated blind got no usable answer: it may have been
-    /// carried out.
-    #[error("no usable answer from Gmail: {0}")]
-    Uncertain(String),
-}
 
 /// Whether repeating a request whose answer was lost could do something twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,25 +194,4 @@ fn google_message(answer: &OutboundResponse) -> String {
 
 fn decode<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, GmailError> {
     serde_json::from_value(value).map_err(|e| GmailError::Unavailable(format!("an unexpected answer from Gmail: {e}")))
-}
-
-/// Percent-encodes everything but RFC 3986's unreserved characters.
-pub fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percent_encoding_keeps_only_unreserved_characters() {
-        assert_eq!(percent_encode("rfc822msgid:<a.b@x.com> in:sent"), "rfc822msgid%3A%3Ca.b%40x.com%3E%20in%3Asent");
-        assert_eq!(percent_encode("a-b_c.d~"), "a-b_c.d~");
-    }
 }

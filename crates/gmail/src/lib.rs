@@ -1,5 +1,6 @@
-//! The `send_email` tool (SPEC §7): it checks the addresses and headers, builds a correct
-//! RFC 5322 message, creates a Gmail draft at the checkpoint and sends that draft once.
+//! The `send_email` tool (docs/architecture.md, "The Gmail tool"): it checks the addresses and
+//! headers, builds a correct RFC 5322 message, creates a Gmail draft at the checkpoint and
+//! sends that draft once.
 //!
 //! The Gmail API and OAuth endpoints are variables, so tests and local runs point them at a
 //! server that speaks the same protocol; there is no other code path.
@@ -11,9 +12,11 @@
 mod address;
 mod api;
 mod config;
+mod error;
 mod message;
 mod oauth;
 mod params;
+mod percent;
 mod seal;
 mod tool;
 

@@ -7,8 +7,9 @@ use std::time::Duration;
 use gatehouse_platform::Method;
 use serde::Deserialize;
 
-use crate::api::{GmailError, percent_encode};
 use crate::config::GmailConfig;
+use crate::error::GmailError;
+use crate::percent::percent_encode;
 use crate::seal;
 
 /// A cached token is not used in its last minute, so it cannot expire in flight.

@@ -1,5 +1,5 @@
-//! The parameters of `send_email` (SPEC §7), checked and normalized, with field errors a
-//! relay's model can act on.
+//! The parameters of `send_email` (docs/architecture.md, "The Gmail tool"), checked and
+//! normalized, with field errors a relay's model can act on.
 
 use gatehouse_domain::FieldProblem;
 use serde_json::{Map, Value};

@@ -9,8 +9,9 @@ use gatehouse_tool::{Tool, ToolFailure};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::api::{Draft, Gmail, GmailError, MessageRef};
+use crate::api::{Draft, Gmail, MessageRef};
 use crate::config::GmailConfig;
+use crate::error::GmailError;
 use crate::message::Message;
 use crate::params::{self, EmailParameters};
 

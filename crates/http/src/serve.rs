@@ -17,8 +17,9 @@ pub type AfterResponse = Pin<Box<dyn Future<Output = ()>>>;
 /// (A [`Response`] is Spin's, what a handler builds; a `Reply` is one with the work after it;
 /// an [`OutboundResponse`](crate::OutboundResponse) is what an outbound request got back.)
 ///
-/// Spin lets a component send its response and keep running (SPEC §4); confirm relies on it
-/// to answer 202 before the executor starts, and cancel to call back the relay afterwards.
+/// Spin lets a component send its response and keep running (docs/architecture.md, "Work
+/// after the answer"); confirm relies on it to answer 202 before the executor starts, and
+/// cancel to call back the relay afterwards.
 pub struct Reply {
     pub response: Response,
     pub after: Option<AfterResponse>,

@@ -4,10 +4,9 @@
 
 use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_store::{CallCursor, CallFilter};
-use serde_json::Value;
 
 use crate::tools::{invalid, one_of, page_limit};
-use crate::{Ctx, rejection};
+use crate::{CallbackAttempts, CallsPage, Ctx, rejection};
 
 /// How many calls a page holds unless the client says otherwise, and at most.
 const DEFAULT_PAGE: u32 = 25;
@@ -26,7 +25,7 @@ pub struct CallsQuery {
 }
 
 /// One page of calls, newest first, filtered by session, function and status.
-pub fn list_calls(ctx: &Ctx, query: &CallsQuery) -> Result<Value, ApiError> {
+pub fn list_calls(ctx: &Ctx, query: &CallsQuery) -> Result<CallsPage, ApiError> {
     let limit = page_limit(query.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
     let session = query.session_id.as_deref().map(crate::session_id).transpose()?;
     let function_name = query.function_name.as_deref();
@@ -52,8 +51,8 @@ pub fn list_calls(ctx: &Ctx, query: &CallsQuery) -> Result<Value, ApiError> {
     Ok(gatehouse_store::list_calls(&*ctx.db()?, &filter)?)
 }
 
-/// `{tool_call_id, callbacks}`: every attempt to deliver the call's callbacks, oldest first,
-/// with the relay's answer (its status code, or why nothing came back).
-pub fn callback_attempts(ctx: &Ctx, id: &ToolCallId) -> Result<Value, ApiError> {
+/// Every attempt to deliver the call's callbacks, oldest first, with the relay's answer (its
+/// status code, or why nothing came back).
+pub fn callback_attempts(ctx: &Ctx, id: &ToolCallId) -> Result<CallbackAttempts, ApiError> {
     gatehouse_store::callback_attempts(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))
 }

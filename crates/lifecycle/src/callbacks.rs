@@ -1,5 +1,6 @@
-//! Delivering callbacks to the relay (SPEC §6): signed, retried with backoff, every attempt
-//! recorded. Delivery never changes a call's state and never fails the operation that sends it.
+//! Delivering callbacks to the relay (docs/architecture.md, "Callbacks"): signed, retried with
+//! backoff, every attempt recorded. Delivery never changes a call's state and never fails the
+//! operation that sends it.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

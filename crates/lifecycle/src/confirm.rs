@@ -11,9 +11,9 @@ use gatehouse_store::{ToolCall, Transition};
 use serde::Deserialize;
 
 use crate::cancel::{CancelRequest, cancel_as};
-use crate::drive::{DriveRequest, Driven};
+use crate::drive::DriveRequest;
 use crate::rejection::{self, Action};
-use crate::{Brief, Ctx, Outcome, Progress};
+use crate::{Brief, Ctx, Driven, Outcome, Progress};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -10,7 +10,9 @@ use gatehouse_domain::{ApiError, CallbackAllowlist, ErrorCode};
 use gatehouse_store::Connection;
 use gatehouse_tool::{ToolClient, ToolRegistry};
 
-/// At most this many attempts to run a call (SPEC §4).
+/// At most this many attempts for each run of a call (a confirm or a resume starts one at
+/// attempt 1); once they are spent, the sweeper fails the call (docs/architecture.md, "The
+/// lifecycle").
 pub const MAX_ATTEMPTS: i32 = 3;
 
 /// An operation's surroundings. Cheap to clone: the work an operation leaves for after its

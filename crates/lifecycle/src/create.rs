@@ -3,14 +3,14 @@
 use gatehouse_domain::contract::ToolRequest;
 use gatehouse_domain::limits::{MAX_LABEL_CHARS, MAX_URL_CHARS, check_optional_length};
 use gatehouse_domain::{ApiError, ErrorCode, SessionId};
-use gatehouse_store::{Created, NewCall};
+use gatehouse_store::{Insertion, NewCall};
 use gatehouse_tool::ToolError;
 use gatehouse_tool::history::validated_row;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::Ctx;
+use crate::{Created, Ctx};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,7 +47,7 @@ pub async fn create(
     request: CreateRequest,
     idempotency_key: Option<&str>,
     trace_id: &str,
-) -> Result<Value, ApiError> {
+) -> Result<Created, ApiError> {
     let config = ctx.config();
     ctx.db()?;
     let session_id = crate::session_id(&request.session_id)?;
@@ -111,16 +111,16 @@ pub async fn create(
     // second try sees it.
     for _ in 0..2 {
         match gatehouse_store::insert_call(&*ctx.db()?, &call)? {
-            Created::New(body) => return Ok(body),
-            Created::Existing { fingerprint: first, response } if first == fingerprint => return Ok(response),
-            Created::Existing { .. } => {
+            Insertion::New(created) => return Ok(created),
+            Insertion::Existing { fingerprint: first, response } if first == fingerprint => return Ok(response),
+            Insertion::Existing { .. } => {
                 return Err(ApiError::new(
                     ErrorCode::IdempotencyKeyReused,
                     "That Idempotency-Key was already used for a different request.",
                 ));
             }
-            Created::Raced => continue,
-            Created::SessionFull => return Err(session_full(config.max_pending_per_session()?)),
+            Insertion::Raced => continue,
+            Insertion::SessionFull => return Err(session_full(config.max_pending_per_session()?)),
         }
     }
     Err(ApiError::internal().with_detail("an idempotent create raced twice"))

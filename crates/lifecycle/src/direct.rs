@@ -1,6 +1,6 @@
-//! The gated direct flows of SPEC §7 (`POST /execute-gmail`, `POST /query-vector-db`): one
-//! request that is both the create and the confirm, and that stops at gates where the relay
-//! must say "continue".
+//! The gated direct flows (`POST /execute-gmail`, `POST /query-vector-db`; docs/architecture.md,
+//! "Direct flows"): one request that is both the create and the confirm, and that stops at
+//! gates where the relay must say "continue".
 //!
 //! The flow records an ordinary `tool_calls` row and walks it through the same
 //! [`flow`](crate::flow) as the executor, under its own lease. So a cancel through
@@ -13,7 +13,7 @@ use gatehouse_domain::callback::RelayDecision;
 use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest, Validated};
 use gatehouse_domain::{ApiError, SessionId, ToolCallId};
 use gatehouse_platform::{Component, OutboundResponse};
-use gatehouse_store::{Created, NewCall, ToolCall, Transition};
+use gatehouse_store::{Insertion, NewCall, ToolCall, Transition};
 use gatehouse_tool::history::{Execution, Outcome as Ran, ToolIdentity, validated_row};
 use gatehouse_tool::{Tool, ToolError, ToolFailure};
 use serde::Deserialize;
@@ -143,10 +143,11 @@ fn record(
         max_pending_per_session: config.max_pending_per_session()?,
     };
     let db = ctx.db()?;
-    match gatehouse_store::insert_call(&db, &new_call)? {
-        Created::New(_) => {}
-        Created::SessionFull => return Err(crate::create::session_full(config.max_pending_per_session()?)),
-        Created::Existing { .. } | Created::Raced => {
+    // The flow answers with the call as it ends, not with the create's answer: that is not read.
+    match gatehouse_store::insert_call::<serde::de::IgnoredAny>(&db, &new_call)? {
+        Insertion::New(_) => {}
+        Insertion::SessionFull => return Err(crate::create::session_full(config.max_pending_per_session()?)),
+        Insertion::Existing { .. } | Insertion::Raced => {
             return Err(ApiError::internal().with_detail("a new call without an Idempotency-Key was not created"));
         }
     }
@@ -175,7 +176,8 @@ impl<T: Tool> InProcess<'_, T> {
     }
 
     /// Tells the relay the flow reached `gate`, before `next`, and waits for its answer. Only
-    /// an explicit continue goes on; anything else cancels the call (SPEC §6: fail closed).
+    /// an explicit continue goes on; anything else cancels the call: a gate fails closed
+    /// (docs/architecture.md, "Direct flows").
     async fn gate(&mut self, call: &ToolCall, gate: &str, progress: &str, next: Operation, confirm: bool) -> Decision {
         let waiting = self.execution(next, Some(&call.tool_call_id), call.trace_id.as_deref());
         let decision = gate_decision(gate, next, callbacks::gate(&self.ctx, call, gate, progress, confirm).await);
@@ -187,7 +189,8 @@ impl<T: Tool> InProcess<'_, T> {
 }
 
 /// The relay's answer at `gate`, before `next`: only an explicit continue goes on; no answer,
-/// an error or anything else cancels (SPEC §6: fail closed), and the reason names the gate.
+/// an error or anything else cancels (a gate fails closed: docs/architecture.md, "Direct
+/// flows"), and the reason names the gate.
 fn gate_decision(gate: &str, next: Operation, answer: Option<OutboundResponse>) -> Decision {
     let (status, body) = answer.map_or((None, Vec::new()), |a| (Some(a.status), a.body));
     match RelayDecision::at_gate(status, &body) {

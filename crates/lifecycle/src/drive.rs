@@ -13,7 +13,7 @@ use gatehouse_tool::{ToolClient, ToolError};
 use serde::{Deserialize, Serialize};
 
 use crate::flow::{After, Decision, Policy};
-use crate::{Ctx, Outcome, callbacks, flow, rejection};
+use crate::{Ctx, Driven, Outcome, callbacks, flow, rejection};
 
 /// What confirm, resume and the sweeper hand the executor: the call, and the lease that
 /// proves the executor may move it.
@@ -21,16 +21,6 @@ use crate::{Ctx, Outcome, callbacks, flow, rejection};
 pub struct DriveRequest {
     pub tool_call_id: ToolCallId,
     pub lease_owner: String,
-}
-
-/// The drive's answer: it is over, and the call as the walk left it, so a confirm waiting on
-/// it (`Prefer: wait`) need not read the call again. An answer without the call (an executor
-/// of an earlier version, on another host) leaves the waiter to read it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Driven {
-    pub tool_call_id: ToolCallId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call: Option<Box<ToolCall>>,
 }
 
 pub async fn drive(ctx: &Ctx, request: DriveRequest) -> Result<Outcome<Driven>, ApiError> {

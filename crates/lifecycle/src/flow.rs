@@ -1,6 +1,7 @@
-//! The one walk of a call through its steps (SPEC §4): prepare → checkpoint → the
-//! irreversible step → completed or failed. The executor and the gated direct flows both walk
-//! calls here; a [`Policy`] says what happens between the steps and how the tool is reached.
+//! The one walk of a call through its steps (docs/architecture.md, "The lifecycle"): prepare →
+//! checkpoint → the irreversible step → completed or failed. The executor and the gated direct
+//! flows both walk calls here; a [`Policy`] says what happens between the steps and how the tool is
+//! reached.
 //!
 //! Every step is a conditional transition under the walker's lease, so a cancel, the sweeper
 //! or a worker that took over decides the call's fate as soon as one of its statements wins;
@@ -13,7 +14,7 @@ use gatehouse_tool::ToolError;
 
 use crate::Ctx;
 use crate::callbacks;
-use crate::cancel::{cancelled_message, discard};
+use crate::tool_ops::{cancelled_message, discard, tool_request};
 
 /// What the policy decided at a point where the walk may be stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -270,20 +271,6 @@ impl Walker<'_> {
                 Err(ApiError::internal().with_detail(format!("{} vanished while it ran", self.call().tool_call_id)))
             }
         }
-    }
-}
-
-/// The contract request for an operation on `call`: its parameters, its attempt number, no
-/// checkpoint and no side effect yet. Callers override what differs.
-pub(crate) fn tool_request(call: &ToolCall) -> ToolRequest {
-    ToolRequest {
-        tool_call_id: Some(call.tool_call_id.clone()),
-        session_id: Some(call.session_id.clone()),
-        parameters: call.parameters.clone(),
-        checkpoint: None,
-        attempt: u32::try_from(call.attempts).unwrap_or(1),
-        side_effect_may_have_started: false,
-        trace_id: call.trace_id.clone(),
     }
 }
 

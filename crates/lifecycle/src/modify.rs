@@ -3,16 +3,16 @@
 
 use gatehouse_domain::contract::ToolRequest;
 use gatehouse_domain::limits::{MAX_PARAMETERS_HISTORY_BYTES, MAX_REASON_CHARS, check_optional_length};
-use gatehouse_domain::{ApiError, FieldChange, ToolCallId, changed_fields, merge_patch};
+use gatehouse_domain::{ApiError, ToolCallId, changed_fields, merge_patch};
 use gatehouse_store::{ParameterChange, Transition};
 use gatehouse_tool::history::write_validated;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
-use crate::Ctx;
 use crate::create::tool_error;
-use crate::flow::tool_request;
 use crate::rejection::{self, Action};
+use crate::tool_ops::tool_request;
+use crate::{Ctx, Modified};
 
 /// How many corrections one call takes. Each is kept in the call's `parameters_history` and
 /// `status_history`, which every status answer carries: a relay that loops on modify must not
@@ -27,15 +27,8 @@ pub struct ModifyRequest {
     pub reason: Option<String>,
 }
 
-#[derive(Serialize)]
-struct Applied<'a> {
-    field: &'a str,
-    old: &'a Option<Value>,
-    new: &'a Option<Value>,
-}
-
 /// The corrected call: its parameters, the new sentence to read back, and what changed.
-pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Result<Value, ApiError> {
+pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Result<Modified, ApiError> {
     if !request.parameters.is_object() {
         return Err(ApiError::invalid_input("The parameters must be a JSON object (a merge patch).")
             .with_field("parameters", "must be an object"));
@@ -102,7 +95,7 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
             return Err(rejection::refuse(db, Action::Modify, id, transition));
         }
     }
-    Ok(response(id, &validated.parameters, &validated.summary, &changes))
+    Ok(Modified::new(id.clone(), validated.parameters, validated.summary, changes))
 }
 
 /// Refuses a correction that would take the call's `parameters_history` past its bound. (The
@@ -140,24 +133,6 @@ fn corrections(status_history: &[Value]) -> usize {
     status_history.iter().filter(|entry| entry["status"] == "MODIFIED").count()
 }
 
-fn response(id: &ToolCallId, parameters: &Map<String, Value>, summary: &str, changes: &[FieldChange]) -> Value {
-    let applied: Vec<Applied<'_>> =
-        changes.iter().map(|c| Applied { field: &c.field, old: &c.old, new: &c.new }).collect();
-    let mut body = serde_json::json!({
-        "tool_call_id": id,
-        "status": "PENDING",
-        "updated_parameters": parameters,
-        "message": summary,
-        "modification_applied": applied.first(),
-    });
-    if applied.len() > 1
-        && let Value::Object(map) = &mut body
-    {
-        map.insert("modifications_applied".into(), serde_json::to_value(&applied).unwrap_or_default());
-    }
-    body
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -169,19 +144,5 @@ mod tests {
         let history = [json!({"status": "PENDING"}), json!({"status": "MODIFIED"}), json!({"status": "MODIFIED"})];
         assert_eq!(corrections(&history), 2);
         assert_eq!(corrections(&[]), 0);
-    }
-
-    #[test]
-    fn one_change_is_named_once_and_several_are_listed() {
-        let id = ToolCallId::parse("tc_0123456789ab").expect("an id");
-        let parameters = Map::new();
-        let change = |field: &str| FieldChange { field: field.into(), old: Some(json!(1)), new: Some(json!(2)) };
-        let one = response(&id, &parameters, "Send it?", &[change("to")]);
-        assert_eq!(one["modification_applied"]["field"], "to");
-        assert!(one.get("modifications_applied").is_none());
-        let two = response(&id, &parameters, "Send it?", &[change("to"), change("subject")]);
-        assert_eq!(two["modifications_applied"].as_array().map(Vec::len), Some(2));
-        let none = response(&id, &parameters, "Send it?", &[]);
-        assert_eq!((none["modification_applied"].clone(), none["status"].clone()), (Value::Null, json!("PENDING")));
     }
 }

@@ -1,16 +1,14 @@
-//! What an operation answers, independent of how it is asked: the REST routes and the MCP
-//! endpoint each turn the same outcome into their own answer.
+//! An operation's outcome, independent of how it is asked: its answer (one of the types in
+//! `answers`), the `Prefer: wait` it honoured, and the work it goes on with after. The REST
+//! routes and the MCP endpoint each turn the same outcome into their own answer.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use gatehouse_domain::{Status, ToolCallId};
-use gatehouse_store::ToolCall;
-use serde::Serialize;
-
-/// Work an operation goes on with once its answer is out (SPEC §4): the executor hand-off, a
-/// discard, the relay's callbacks. The answer never waits on it.
+/// Work an operation goes on with once its answer is out (docs/architecture.md, "Work after
+/// the answer"): the executor hand-off, a discard, the relay's callbacks. The answer never
+/// waits on it.
 pub type FollowUp = Pin<Box<dyn Future<Output = ()>>>;
 
 /// An operation's answer, and what it does after.
@@ -43,24 +41,4 @@ impl<T> Outcome<T> {
         self.waited = wait;
         self
     }
-}
-
-/// The short answer about one call: its id, its status and the sentence to speak.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Brief {
-    pub tool_call_id: ToolCallId,
-    pub status: Status,
-    pub message: String,
-}
-
-/// Where a confirm or a resume left the call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum Progress {
-    /// Running in the background: the executor has it.
-    Running(Brief),
-    /// Settled (or at its checkpoint) within the caller's `Prefer: wait`: the call in full.
-    Reached(Box<ToolCall>),
-    /// A resume whose action was cancel.
-    Cancelled(Brief),
 }

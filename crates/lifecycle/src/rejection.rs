@@ -1,5 +1,6 @@
-//! Turning a transition that did not apply into the error SPEC §5 names: 404 for an unknown
-//! id, 410 for an expired call, 409 naming the current state otherwise.
+//! Turning a transition that did not apply into the API's error (docs/architecture.md,
+//! "Errors"): 404 for an unknown id, 410 for an expired call, 409 naming the current state
+//! otherwise.
 
 use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
 use gatehouse_store::{Connection, ToolCall, Transition};

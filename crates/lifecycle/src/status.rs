@@ -4,11 +4,9 @@
 use std::time::{Duration, Instant};
 
 use gatehouse_domain::{ApiError, SessionId, Status, ToolCallId};
-use gatehouse_store::{ContextView, ToolCall};
-use serde::Serialize;
-use serde_json::{Value, json};
+use gatehouse_store::ToolCall;
 
-use crate::{Ctx, Outcome, rejection};
+use crate::{Ctx, Outcome, SessionCalls, SessionContext, rejection};
 
 /// How often a long-poll looks at the call again.
 const POLL_INTERVAL: Duration = Duration::from_millis(25);
@@ -36,27 +34,20 @@ pub fn session_id(raw: &str) -> Result<SessionId, ApiError> {
 }
 
 /// What the agent needs to know about a session: its open calls and its last settled ones.
-#[derive(Debug, Serialize)]
-pub struct SessionCalls {
-    pub session_id: SessionId,
-    #[serde(flatten)]
-    pub view: ContextView,
-}
-
 pub fn context(ctx: &Ctx, session_id: &str) -> Result<SessionCalls, ApiError> {
     let session_id = self::session_id(session_id)?;
     let view = gatehouse_store::session_context_view(&*ctx.db()?, &session_id)?;
     Ok(SessionCalls { session_id, view })
 }
 
-/// A stored session context value, as `{"context": value}`; an expired one is absent.
-pub fn session_context(ctx: &Ctx, session_id: &str, key: &str) -> Result<Value, ApiError> {
+/// A stored session context value; an expired one is absent.
+pub fn session_context(ctx: &Ctx, session_id: &str, key: &str) -> Result<SessionContext, ApiError> {
     if key.is_empty() {
         return Err(ApiError::invalid_input("Say which context to read.").with_field("context_key", "is required"));
     }
     let session_id = self::session_id(session_id)?;
     match gatehouse_store::session_context_get(&*ctx.db()?, session_id.as_str(), key)? {
-        Some(context) => Ok(json!({"context": context})),
+        Some(context) => Ok(SessionContext { context }),
         None => Err(ApiError::not_found("Not found or expired")),
     }
 }

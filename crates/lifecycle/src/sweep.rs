@@ -15,12 +15,11 @@ use std::time::{Duration, Instant};
 
 use gatehouse_domain::{ApiError, Status};
 use gatehouse_store::{Claim, Connection, ExpiredCall, StoreError, ToolCall};
-use serde::Serialize;
 
 use crate::confirm::hand_to_executor;
 use crate::context::MAX_ATTEMPTS;
 use crate::drive::DriveRequest;
-use crate::{Ctx, Outcome, callbacks};
+use crate::{Ctx, Outcome, SweepReport, callbacks};
 
 /// Rows one statement handles at a time.
 const BATCH: i64 = 100;
@@ -35,17 +34,6 @@ const DELIVERY_BUDGET: Duration = Duration::from_secs(20);
 const MAX_DISCARD_ATTEMPTS: i32 = 5;
 /// Spent nonces forgotten per pass.
 const NONCE_BATCH: i64 = 1000;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SweepReport {
-    pub expired: usize,
-    pub failed: usize,
-    pub redriven: usize,
-    pub reported: usize,
-    /// Discards of prepared work retried because an earlier one got no answer from the tool.
-    pub discards_retried: usize,
-    pub session_context_purged: u64,
-}
 
 pub async fn sweep(ctx: &Ctx) -> Result<Outcome<SweepReport>, ApiError> {
     let lease_seconds = ctx.config().lease_seconds()?;
@@ -140,14 +128,14 @@ impl Errand {
         match self {
             Errand::Expired(ExpiredCall { call, was_prepared }) => {
                 if was_prepared && let Some(checkpoint) = call.checkpoint.clone() {
-                    crate::cancel::discard(ctx, &call, checkpoint).await;
+                    crate::tool_ops::discard(ctx, &call, checkpoint).await;
                 }
                 callbacks::completion(ctx, &call).await;
             }
             Errand::Completion(call) => callbacks::completion(ctx, &call).await,
             Errand::Owed(call) => deliver_owed(ctx, &call).await,
             Errand::Discard(call) => match call.checkpoint.clone() {
-                Some(checkpoint) => crate::cancel::discard(ctx, &call, checkpoint).await,
+                Some(checkpoint) => crate::tool_ops::discard(ctx, &call, checkpoint).await,
                 None => gatehouse_platform::log_line(
                     "warn",
                     &format!("{}: a discard is owed but no checkpoint was recorded", call.tool_call_id),

@@ -1,14 +1,13 @@
 //! The tool registry as clients see it: `GET /voice-tools/tools`, and each tool's execution
-//! history and stats (SPEC §8).
+//! history and stats (docs/architecture.md, "Observability").
 
 use gatehouse_domain::contract::ToolDescription;
 use gatehouse_domain::{ApiError, ErrorCode};
 use gatehouse_store::{ExecutionCursor, ExecutionFilter};
 use gatehouse_tool::RegistryEntry;
 use gatehouse_tool::history::Outcome;
-use serde_json::{Value, json};
 
-use crate::Ctx;
+use crate::{Ctx, ExecutionsPage, ListedTool, ToolList, ToolStats};
 
 /// How many executions a page holds unless the client says otherwise, and at most.
 const DEFAULT_PAGE: u32 = 50;
@@ -16,25 +15,11 @@ const MAX_PAGE: u32 = 200;
 /// The stats window unless the client names one.
 const DEFAULT_WINDOW: &str = "24h";
 
-/// `{"tools": [...]}`: each registered tool as it describes itself, with its component and
-/// whether it could be reached.
-pub async fn list_tools(ctx: &Ctx) -> Result<Value, ApiError> {
-    let tools: Vec<Value> = describe_tools(ctx)
-        .await?
-        .into_iter()
-        .map(|(entry, described)| match described {
-            Some(description) => {
-                let mut value = serde_json::to_value(&description).unwrap_or(Value::Null);
-                value["component"] = json!(entry.component);
-                value["available"] = json!(true);
-                value
-            }
-            None => {
-                json!({"name": entry.name, "aliases": entry.aliases, "component": entry.component, "available": false})
-            }
-        })
-        .collect();
-    Ok(json!({"tools": tools}))
+/// Each registered tool as it describes itself, with its component and whether it could be
+/// reached.
+pub async fn list_tools(ctx: &Ctx) -> Result<ToolList, ApiError> {
+    let tools = describe_tools(ctx).await?.into_iter().map(|(entry, described)| ListedTool::new(entry, described));
+    Ok(ToolList { tools: tools.collect() })
 }
 
 /// Every registered tool as it describes itself; `None` for one that could not be reached,
@@ -65,7 +50,7 @@ pub struct ExecutionsQuery {
 }
 
 /// One page of a tool's executions, newest first.
-pub fn tool_executions(ctx: &Ctx, name: &str, query: &ExecutionsQuery) -> Result<Value, ApiError> {
+pub fn tool_executions(ctx: &Ctx, name: &str, query: &ExecutionsQuery) -> Result<ExecutionsPage, ApiError> {
     let tool = registered(ctx, name)?;
     let limit = page_limit(query.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
     let outcome =
@@ -86,30 +71,25 @@ pub fn tool_executions(ctx: &Ctx, name: &str, query: &ExecutionsQuery) -> Result
         after,
         limit,
     };
-    let mut page = gatehouse_store::tool_executions(&*ctx.db()?, &filter)?;
-    page["tool"] = json!(tool.name);
-    Ok(page)
+    Ok(gatehouse_store::tool_executions(&*ctx.db()?, &filter)?)
 }
 
 /// A tool's stats over `window` (`24h` unless given): executions, outcomes, success rate,
 /// p50/p95 duration, per operation, and its last error.
-pub fn tool_stats(ctx: &Ctx, name: &str, window: Option<&str>) -> Result<Value, ApiError> {
+pub fn tool_stats(ctx: &Ctx, name: &str, window: Option<&str>) -> Result<ToolStats, ApiError> {
     let tool = registered(ctx, name)?;
     let window = window.unwrap_or(DEFAULT_WINDOW);
     let seconds = gatehouse_domain::parse_window(window)
         .ok_or_else(|| invalid("window", "must be a span such as 90s, 15m, 24h or 7d, at most 366d"))?;
-    let mut stats = gatehouse_store::tool_stats(&*ctx.db()?, &tool.name, seconds)?;
-    stats["tool"] = json!(tool.name);
-    stats["window"] = json!(window);
-    Ok(stats)
+    Ok(gatehouse_store::tool_stats(&*ctx.db()?, &tool.name, window, seconds)?)
 }
 
-/// The registry entry for a tool's name or alias; the history is kept under its name.
 /// Whether `name` is a registered tool's own name (not an alias), from the registry alone.
 pub fn is_registered_name(ctx: &Ctx, name: &str) -> Result<bool, ApiError> {
     Ok(ctx.config().registry()?.entries().iter().any(|entry| entry.name == name))
 }
 
+/// The registry entry for a tool's name or alias; the history is kept under its name.
 fn registered(ctx: &Ctx, name: &str) -> Result<RegistryEntry, ApiError> {
     let registry = ctx.config().registry()?;
     registry

@@ -1,6 +1,7 @@
-//! `POST /mcp`: the lifecycle as MCP tools (SPEC §9), over the Streamable HTTP transport and
-//! without sessions. Every POST carries one JSON-RPC message and gets a plain JSON answer;
-//! there is no server-initiated stream, so GET and DELETE answer 405 as the transport allows.
+//! `POST /mcp`: the lifecycle as MCP tools (docs/architecture.md, "MCP"), over the Streamable HTTP
+//! transport and without sessions. Every POST carries one JSON-RPC message and gets a plain JSON
+//! answer; there is no server-initiated stream, so GET and DELETE answer 405 as the transport
+//! allows.
 //!
 //! Both eras share the endpoint, chosen per request ([`protocol::era`]): 2026-07-28, stateless
 //! by design (`server/discover`, per-request `_meta`, `resultType`, the Tasks extension and
@@ -8,10 +9,18 @@
 //!
 //! The tools call the same lifecycle functions as the REST routes ([`tools`]), behind the
 //! same bearer token.
+//!
+//! The modules use each other top down, never back: [`tools`] lists and runs the
+//! [`operations`] and hands a registered tool to [`confirmation`], which uses [`tasks`]; both
+//! ask and answer the [`questions`] a call waits on, and every one of them answers through
+//! [`results`]. [`protocol`], [`jsonrpc`] and [`schemas`] are the leaves below.
 
 mod confirmation;
 mod jsonrpc;
+mod operations;
 mod protocol;
+mod questions;
+mod results;
 mod schemas;
 mod tasks;
 mod tools;
@@ -21,8 +30,9 @@ use gatehouse_http::{BodyError, Component, Method, Reply, Request};
 use gatehouse_lifecycle::Ctx;
 use serde_json::{Map, Value};
 
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, RpcError};
+use crate::jsonrpc::{INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, RpcError};
 use crate::protocol::{Era, Headers};
+use crate::results::internal;
 
 pub use protocol::{MODERN_VERSION, SUPPORTED_VERSIONS};
 
@@ -99,13 +109,6 @@ async fn answer(component: Component, era: &Era, id: &Value, method: &str, param
         }
         Err(error) => rpc_answer(error.http_status, &jsonrpc::error(id, &error)),
     }
-}
-
-/// A failure that is neither the client's nor a tool's (the registry could not be read, say):
-/// JSON-RPC's internal error, with the route's own sentence.
-fn internal(error: ApiError) -> RpcError {
-    gatehouse_platform::log_error(&error);
-    RpcError::new(INTERNAL_ERROR, error.message)
 }
 
 fn rpc_answer(status: u16, message: &Value) -> Reply {

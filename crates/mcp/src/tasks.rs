@@ -9,20 +9,18 @@
 //! settled), so that the client can tell the user the truth.
 
 use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
-use gatehouse_lifecycle::{CancelRequest, Ctx, FollowUp};
+use gatehouse_lifecycle::{CancelRequest, Ctx};
 use gatehouse_store::ToolCall;
 use rmcp::model::{CreateTaskResult, DetailedTask, GetTaskResult, Task, TaskAckResult, TaskPayload, TaskStatus};
 use serde_json::{Map, Value, json};
 
-use crate::confirmation::{self, Stage};
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, REFUSED, RpcError};
 use crate::protocol::{self, TASKS_EXTENSION};
-use crate::tools;
+use crate::questions::{self, Stage};
+use crate::results::{MethodResult, internal, tool_result};
 
 /// How often a client should poll a working task.
 const POLL_INTERVAL_MS: u64 = 500;
-
-type Answer = (Value, Option<FollowUp>);
 
 /// A task method from a client that did not declare the extension on this request.
 pub fn not_declared() -> RpcError {
@@ -36,7 +34,7 @@ pub async fn read(ctx: &Ctx, id: &ToolCallId) -> Result<ToolCall, RpcError> {
     match gatehouse_lifecycle::status(ctx, id, None).await {
         Ok(outcome) => Ok(outcome.answer),
         Err(error) if error.code == ErrorCode::NotFound => Err(unknown_task(id.as_str())),
-        Err(error) => Err(crate::internal(error)),
+        Err(error) => Err(internal(error)),
     }
 }
 
@@ -70,12 +68,12 @@ pub async fn get(ctx: &Ctx, params: &Value) -> Result<Value, RpcError> {
         Status::Executing => TaskPayload::Working,
         Status::Pending | Status::Prepared => match Stage::of(&call) {
             Some((stage, message)) => {
-                TaskPayload::InputRequired { input_requests: confirmation::question(stage, &message)? }
+                TaskPayload::InputRequired { input_requests: questions::question(stage, &message)? }
             }
             None => TaskPayload::Working,
         },
         Status::Completed | Status::Failed => {
-            let result = object(protocol::complete(tools::tool_result(&call, call.status == Status::Failed)));
+            let result = object(protocol::complete(tool_result(&call, call.status == Status::Failed)));
             TaskPayload::Completed { result }
         }
         Status::Cancelled | Status::Expired => TaskPayload::Cancelled,
@@ -87,19 +85,19 @@ pub async fn get(ctx: &Ctx, params: &Value) -> Result<Value, RpcError> {
 /// `tasks/update`: the user's answer to the question the call waits on. Answers to any other
 /// question (one already answered, a key this server never asked) are ignored, as the
 /// extension says; a refusal of the answer itself is an error.
-pub async fn update(ctx: &Ctx, params: &Value) -> Result<Answer, RpcError> {
+pub async fn update(ctx: &Ctx, params: &Value) -> Result<MethodResult, RpcError> {
     let (params, id) = task_params(params)?;
-    let responses = confirmation::responses(&Value::Object(params.clone()))?;
+    let responses = questions::responses(&Value::Object(params.clone()))?;
     let call = read(ctx, &id).await?;
     let Some((stage, _)) = Stage::of(&call) else { return Ok((ack(), None)) };
-    let Some(yes) = confirmation::decision(stage, &responses)? else { return Ok((ack(), None)) };
-    let outcome = confirmation::apply(ctx, &id, stage, yes, None).await;
+    let Some(yes) = questions::decision(stage, &responses)? else { return Ok((ack(), None)) };
+    let outcome = questions::apply(ctx, &id, stage, yes, None).await;
     outcome.map(|outcome| (ack(), outcome.follow_up)).map_err(refused)
 }
 
 /// `tasks/cancel`: the lifecycle's cancel. Once the irreversible step has started (or the call
 /// has settled) the cancel is refused, and the error says why.
-pub async fn cancel(ctx: &Ctx, params: &Value) -> Result<Answer, RpcError> {
+pub async fn cancel(ctx: &Ctx, params: &Value) -> Result<MethodResult, RpcError> {
     let (_, id) = task_params(params)?;
     let reason = Some("Cancelled through tasks/cancel.".to_owned());
     match gatehouse_lifecycle::cancel(ctx, &id, CancelRequest { reason }).await {

@@ -6,6 +6,13 @@ mod embedded {
     refinery::embed_migrations!("../../migrations");
 }
 
+/// Migrations whose comments, and nothing else, were reworded after they shipped, with the
+/// checksum a database recorded when it applied them. Refinery refuses to run against a database
+/// whose recorded checksum differs from the file's; for these the record is brought up to date
+/// first, so a database migrated before the rewording keeps working. A change to a shipped
+/// migration's SQL is never made this way: it is a new migration.
+const REWORDED: &[(i32, u64)] = &[(3, 6_774_735_324_130_314_924), (7, 658_664_620_846_305_447)];
+
 /// Serializes migrations of several runners started at once against one database.
 const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
 
@@ -13,6 +20,8 @@ const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
 pub enum MigrationError {
     #[error("taking the migration lock: {0}")]
     Lock(#[source] tokio_postgres::Error),
+    #[error("updating the checksums of reworded migrations: {0}")]
+    Reworded(#[source] tokio_postgres::Error),
     #[error("applying migrations: {0}")]
     Apply(#[source] refinery::Error),
 }
@@ -22,8 +31,37 @@ pub enum MigrationError {
 /// one migrate while the others wait.
 pub async fn apply(client: &mut tokio_postgres::Client) -> Result<Vec<String>, MigrationError> {
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await.map_err(MigrationError::Lock)?;
-    let report = embedded::migrations::runner().set_grouped(false).run_async(client).await;
+    let runner = embedded::migrations::runner();
+    let report = match accept_reworded(client, runner.get_migrations()).await {
+        Ok(()) => runner.set_grouped(false).run_async(client).await.map_err(MigrationError::Apply),
+        Err(error) => Err(MigrationError::Reworded(error)),
+    };
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await.map_err(MigrationError::Lock)?;
-    let report = report.map_err(MigrationError::Apply)?;
+    let report = report?;
     Ok(report.applied_migrations().iter().map(|m| m.to_string()).collect())
+}
+
+/// Records the current checksum of each [`REWORDED`] migration a database applied under its old
+/// one. Conditional on the old checksum, so a database holding anything else is left for
+/// refinery to refuse.
+async fn accept_reworded(
+    client: &tokio_postgres::Client,
+    migrations: &[refinery::Migration],
+) -> Result<(), tokio_postgres::Error> {
+    let history = client.query_one("SELECT to_regclass('refinery_schema_history') IS NOT NULL", &[]).await?;
+    if !history.get::<_, bool>(0) {
+        return Ok(());
+    }
+    for &(version, applied) in REWORDED {
+        let Some(migration) = migrations.iter().find(|m| i64::from(m.version()) == i64::from(version)) else {
+            continue;
+        };
+        client
+            .execute(
+                "UPDATE refinery_schema_history SET checksum = $1 WHERE version = $2 AND checksum = $3",
+                &[&migration.checksum().to_string(), &version, &applied.to_string()],
+            )
+            .await?;
+    }
+    Ok(())
 }

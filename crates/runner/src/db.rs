@@ -4,8 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use gatehouse_embedded_pg::{EmbeddedPostgres, PgInstall};
-
-use gatehouse_spin_host::pg_connect::PgTarget;
+use gatehouse_pg_connect::PgTarget;
 
 /// A database to serve from; an embedded server stops when this is dropped or `stop`ped.
 pub(crate) struct Database {
@@ -85,7 +84,7 @@ pub(crate) fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()>
 /// Applies every migration not yet applied (see `gatehouse-migrations`).
 pub(crate) async fn migrate(url: &str) -> Result<Vec<String>> {
     let (mut client, driver) =
-        gatehouse_spin_host::pg_connect::connect(url).await.context("connecting to the database to migrate")?;
+        gatehouse_pg_connect::connect(url).await.context("connecting to the database to migrate")?;
     let applied = gatehouse_migrations::apply(&mut client).await?;
     drop(client);
     let _ = driver.await;

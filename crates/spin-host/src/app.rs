@@ -19,11 +19,13 @@ use wasmtime::{Store, UpdateDeadline};
 
 use crate::chaining::{ChainError, ChainedResponse, Outbound, ServeChained};
 use crate::host::{self, ComponentRuntime, HostState, LocalModels, PgPools, ZeroRows};
+use crate::host_answer::HostAnswer;
 use crate::manifest::Manifest;
 use crate::outbound::AllowedHosts;
 use crate::routing::{RouteMatch, Router};
 use crate::variables::{ResolvedVariables, VariableSources};
 use crate::wasi_http::{self, Body, Handler};
+use crate::well_known::{self, HostStatus};
 
 pub struct AppConfig {
     pub manifest_path: PathBuf,
@@ -184,8 +186,9 @@ impl App {
         body_read_timeout: Duration,
     ) -> Response<Body> {
         let path = request.uri().path().to_owned();
-        if path.starts_with(crate::well_known::PREFIX) {
-            return crate::well_known::answer(self, &path);
+        if path.starts_with(well_known::PREFIX) {
+            let status = HostStatus { application: &self.name, draining: self.is_draining() };
+            return host_response(well_known::answer(&status, &path));
         }
         let Some(route) = self.router.route(&path) else {
             return error_response(
@@ -431,14 +434,14 @@ fn set_spin_headers<B>(request: &mut Request<B>, route: &RouteMatch, origin: &Or
     }
 }
 
-/// An answer of the runner's own, in the shape of the API's errors (`{"error": sentence,
-/// "code": code}`), so a client parses one format whether the runner or a component refused.
-pub(crate) fn error_response(status: StatusCode, code: &str, message: &str) -> Response<Body> {
-    host_response(status, "application/json", json!({"error": message, "code": code}).to_string())
+/// An answer of the runner's own, in the shape of the API's errors (see [`HostAnswer::error`]).
+fn error_response(status: StatusCode, code: &str, message: &str) -> Response<Body> {
+    host_response(HostAnswer::error(status, code, message))
 }
 
 /// A response the host writes itself, not a guest.
-pub(crate) fn host_response(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
+fn host_response(answer: HostAnswer) -> Response<Body> {
+    let HostAnswer { status, content_type, body } = answer;
     let mut response = Response::new(full_body(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -2,8 +2,8 @@
 //! the way `spin up` does. It reads the manifest, resolves the variables, selects the
 //! components to serve, compiles and routes them, and gives them the Spin host interfaces
 //! (`spin:postgres`, `fermyon:spin/variables`, `fermyon:spin/llm`, outbound HTTP with Spin's
-//! rules and service chaining), with JSON logging and the PostgreSQL connection (TLS included)
-//! that the guests' pool uses.
+//! rules and service chaining), with JSON logging. The guests' pooled PostgreSQL connections
+//! (TLS included) connect through `gatehouse-pg-connect`, as the CLI's own do.
 //!
 //! What belongs to the program around it (where its project lives, the command that builds
 //! the components, which variable turns debug logging on) comes in as parameters
@@ -15,7 +15,7 @@
 //! `wasi_http` differs between them.
 //!
 //! It may depend on wasmtime and its WASI crates, the HTTP and PostgreSQL stacks,
-//! `gatehouse-embeddings` (the model behind `fermyon:spin/llm`) and `gatehouse-domain` (the
+//! `gatehouse-pg-connect` (how a database URL becomes a connection), `gatehouse-embeddings` (the model behind `fermyon:spin/llm`) and `gatehouse-domain` (the
 //! API's error codes and sentences, which the host's own answers use, and the SQL statement
 //! excerpt); never on the CLI (`gatehouse`) or the benchmark (`gatehouse-bench`).
 #![warn(unreachable_pub)]
@@ -24,6 +24,7 @@ mod app;
 mod chaining;
 mod engine;
 mod host;
+mod host_answer;
 pub mod log;
 pub mod manifest;
 // The runner's own outbound connections; a host pinned to a Spin release's wasmtime sends as
@@ -31,7 +32,6 @@ pub mod manifest;
 #[cfg(wasmtime_major = "48")]
 mod network;
 mod outbound;
-pub mod pg_connect;
 mod routing;
 mod selection;
 mod server;

@@ -2,6 +2,10 @@
 //!
 //! Unknown keys are accepted and ignored, as Spin does for keys of triggers it does not run,
 //! so a manifest written for `spin up` loads here unchanged.
+//!
+//! One key is the runner's own: `extends = "path/to/spin.toml"` makes a manifest an addition to
+//! another (a test application is the product's plus a fixture tool, with no copy to keep in
+//! step). Spin does not read it; such a manifest is for `gatehouse up` only.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -21,7 +25,12 @@ pub enum ManifestError {
     RemoteSource { component: String },
     #[error("invalid route {route:?}: {reason}")]
     Route { route: String, reason: String },
+    #[error("manifest {path} extends others {MAX_EXTENDS} deep; is there a loop?")]
+    ExtendsTooDeep { path: PathBuf },
 }
+
+/// How many manifests one may stand on, directly or through others.
+const MAX_EXTENDS: usize = 4;
 
 #[derive(Debug, Deserialize)]
 pub struct Manifest {
@@ -33,6 +42,10 @@ pub struct Manifest {
     pub trigger: Triggers,
     #[serde(default)]
     pub component: BTreeMap<String, ComponentDecl>,
+    /// The manifest this one adds to (the runner's key, not Spin's), relative to this one's
+    /// folder. [`Manifest::load`] merges it: `None` once loaded.
+    #[serde(default)]
+    pub extends: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,12 +122,52 @@ pub struct BuildDecl {
 
 impl Manifest {
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ManifestError::Read { path: path.to_owned(), source })?;
-        let manifest =
-            Manifest::parse(&text).map_err(|source| ManifestError::Parse { path: path.to_owned(), source })?;
+        let manifest = Manifest::load_extended(path, 0)?;
         manifest.validate()?;
         Ok(manifest)
+    }
+
+    fn load_extended(path: &Path, depth: usize) -> Result<Manifest, ManifestError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ManifestError::Read { path: path.to_owned(), source })?;
+        let mut manifest =
+            Manifest::parse(&text).map_err(|source| ManifestError::Parse { path: path.to_owned(), source })?;
+        let Some(base) = manifest.extends.take() else {
+            return Ok(manifest);
+        };
+        if depth >= MAX_EXTENDS {
+            return Err(ManifestError::ExtendsTooDeep { path: path.to_owned() });
+        }
+        let dir = path.parent().unwrap_or(Path::new(""));
+        let base_path = dir.join(base);
+        let mut base = Manifest::load_extended(&base_path, depth + 1)?;
+        base.anchor(base_path.parent().unwrap_or(Path::new("")));
+        Ok(base.overlaid_by(manifest))
+    }
+
+    /// Makes the components' relative paths (`source`, the build's `workdir`) independent of
+    /// which manifest's folder they are later resolved against: they are this folder's.
+    fn anchor(&mut self, dir: &Path) {
+        let dir = lexically_normal(&std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()));
+        for component in self.component.values_mut() {
+            if let SourceDecl::Path(source) = &mut component.source {
+                *source = dir.join(&*source);
+            }
+            if let Some(build) = &mut component.build {
+                build.workdir = Some(build.workdir.as_ref().map_or_else(|| dir.clone(), |w| dir.join(w)));
+            }
+        }
+    }
+
+    /// This manifest with `top` laid over it: `top`'s application, its variables and
+    /// components in place of any of the same name, its triggers after these.
+    fn overlaid_by(mut self, top: Manifest) -> Manifest {
+        self.spin_manifest_version = top.spin_manifest_version;
+        self.application = top.application;
+        self.variables.extend(top.variables);
+        self.trigger.http.extend(top.trigger.http);
+        self.component.extend(top.component);
+        self
     }
 
     pub(crate) fn parse(text: &str) -> Result<Manifest, toml::de::Error> {
@@ -148,6 +201,22 @@ impl Manifest {
             SourceDecl::Remote(_) => None,
         }
     }
+}
+
+/// `path` without `.` and `a/..` steps, so the paths it yields read as the file's place.
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut normal = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir if normal.file_name().is_some() => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
 }
 
 #[cfg(test)]
@@ -204,5 +273,45 @@ source = "b.wasm"
         let text = SAMPLE.replace("component = \"b\"", "component = \"missing\"");
         let manifest = Manifest::parse(&text).expect("parses");
         assert!(matches!(manifest.validate(), Err(ManifestError::UnknownComponent { .. })));
+    }
+
+    #[test]
+    fn a_manifest_that_extends_another_adds_to_it_and_replaces_by_name() {
+        let dir = std::env::temp_dir().join(format!("gatehouse-manifest-extends-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("fixtures")).expect("a scratch folder");
+        std::fs::write(dir.join("spin.toml"), SAMPLE).expect("the base");
+        let overlay = r#"
+spin_manifest_version = 2
+extends = "../spin.toml"
+[application]
+name = "demo-with-c"
+[variables]
+host = { default = "db.example:5432" }
+[[trigger.http]]
+route = "/c"
+component = "c"
+[component.c]
+source = "c.wasm"
+"#;
+        std::fs::write(dir.join("fixtures/app.toml"), overlay).expect("the overlay");
+        let manifest = Manifest::load(&dir.join("fixtures/app.toml")).expect("loads");
+        assert_eq!(manifest.application.name, "demo-with-c");
+        assert_eq!(manifest.variables["host"].default.as_deref(), Some("db.example:5432"));
+        assert!(manifest.variables["token"].required, "the base's other variables stay");
+        assert_eq!(manifest.trigger.http.len(), 3);
+        let fixtures = dir.join("fixtures");
+        let a = manifest.source_path(&fixtures, "a").expect("a path");
+        assert_eq!(a, std::path::absolute(&dir).expect("absolute").join("a.wasm"), "the base's paths are its own");
+        assert_eq!(manifest.source_path(&fixtures, "c"), Some(fixtures.join("c.wasm")));
+        let workdir = manifest.component["a"].build.as_ref().and_then(|b| b.workdir.clone());
+        assert_eq!(workdir, Some(std::path::absolute(&dir).expect("absolute")));
+
+        std::fs::write(
+            dir.join("loop.toml"),
+            "spin_manifest_version = 2\nextends = \"loop.toml\"\n[application]\nname = \"l\"\n",
+        )
+        .expect("a loop");
+        assert!(matches!(Manifest::load(&dir.join("loop.toml")), Err(ManifestError::ExtendsTooDeep { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -5,7 +5,9 @@
 //! `http://<id>.spin.internal` (or the `*.spin.internal` wildcard), but it cannot check a
 //! templated host before the variable is resolved. The runner resolves the templates first, so
 //! it checks both: a selected component that may reach `<id>.spin.internal`, where `<id>` is not
-//! served on this host, is refused at start-up with a message naming both and the entry.
+//! served on this host, is refused at start-up with a message naming both and the entry. A
+//! variable that resolves to the wildcard (`tools_origin`'s default) is let through as Spin lets
+//! it through, with a warning: such a component reaches only what this host serves.
 use std::collections::BTreeSet;
 
 use crate::manifest::Manifest;
@@ -24,9 +26,10 @@ pub(crate) enum SelectionError {
     MissingChainTarget { component: String, target: String, entry: String, resolved: String },
     #[error(
         "component '{component}' may reach any component by service chaining (allowed_outbound_hosts entry \
-         {entry:?}), which a selection of components cannot satisfy: list the components it calls"
+         {entry:?} is {resolved:?}), which a selection of components cannot satisfy: list the components it \
+         calls, or point the variable in that entry at the host that serves them"
     )]
-    Wildcard { component: String, entry: String },
+    Wildcard { component: String, entry: String, resolved: String },
     #[error(transparent)]
     Variable(#[from] VariableError),
 }
@@ -52,8 +55,16 @@ pub(crate) fn retain_selected(
         for entry in &decl.allowed_outbound_hosts {
             let resolved = variables.expand(entry)?;
             match chaining_target(&resolved) {
+                Some("*") if entry.contains("{{") => crate::log::warn(
+                    "a selected component may chain to any component, and reaches only those served here",
+                    serde_json::json!({"component": component, "entry": entry, "resolved": resolved}),
+                ),
                 Some("*") => {
-                    return Err(SelectionError::Wildcard { component: component.clone(), entry: entry.clone() });
+                    return Err(SelectionError::Wildcard {
+                        component: component.clone(),
+                        entry: entry.clone(),
+                        resolved: resolved.clone(),
+                    });
                 }
                 Some(target) if !selected.contains(target) => {
                     return Err(SelectionError::MissingChainTarget {
@@ -91,6 +102,7 @@ mod tests {
         name = "selection"
         [variables]
         tool_origin = { default = "http://tool.spin.internal" }
+        any_origin = { default = "http://*.spin.internal" }
         [[trigger.http]]
         route = "/edge"
         component = "edge"
@@ -108,6 +120,9 @@ mod tests {
         [component.wild]
         source = "wild.wasm"
         allowed_outbound_hosts = ["http://*.spin.internal"]
+        [component.templated]
+        source = "templated.wasm"
+        allowed_outbound_hosts = ["{{ any_origin }}"]
     "#;
 
     fn select(ids: &[&str], flags: &[(&str, &str)]) -> Result<Manifest, SelectionError> {
@@ -128,7 +143,7 @@ mod tests {
         let kept =
             select(&["tool"], &[]).map(|m| (m.component.keys().cloned().collect::<Vec<_>>(), m.trigger.http.len()));
         assert_eq!(kept, Ok((vec!["tool".to_owned()], 2)));
-        assert_eq!(select(&[], &[]).map(|m| m.component.len()), Ok(3), "no selection serves everything");
+        assert_eq!(select(&[], &[]).map(|m| m.component.len()), Ok(4), "no selection serves everything");
     }
 
     #[test]
@@ -143,6 +158,8 @@ mod tests {
         assert!(select(&["edge", "tool"], &[]).is_ok());
         assert!(select(&["edge"], &[("tool_origin", "https://tools.example.com")]).is_ok());
         assert!(matches!(select(&["wild", "tool"], &[]), Err(SelectionError::Wildcard { .. })));
+        // As under Spin, which cannot see through the template: let through (with a warning).
+        assert!(select(&["templated"], &[]).is_ok());
         assert!(matches!(select(&["nope"], &[]), Err(SelectionError::Unknown { .. })));
     }
 

@@ -1,9 +1,10 @@
 //! What happened to calls, for the people who look after them: every call page by page with
 //! filters, and the callback attempts of one call. Both are computed by the database and
-//! answer one jsonb value (see `rows.rs`).
+//! answer one jsonb value (see `rows.rs`), which is the route's answer as it stands: it is
+//! decoded as the caller's type for that answer.
 
 use gatehouse_domain::ToolCallId;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::rows::{optional, optional_text};
@@ -43,8 +44,9 @@ pub struct CallFilter<'a> {
     pub limit: u32,
 }
 
-/// `{calls: [...], next_cursor}`: newest first; `next_cursor` is null on the last page.
-pub fn list_calls(db: &Connection, filter: &CallFilter<'_>) -> Result<Value, StoreError> {
+/// `{calls: [...], next_cursor}`: newest first, each call as `tool_call_summary_json` shows it;
+/// `next_cursor` is null on the last page.
+pub fn list_calls<T: DeserializeOwned>(db: &Connection, filter: &CallFilter<'_>) -> Result<T, StoreError> {
     let cursor = filter.after.as_ref();
     optional(
         db,
@@ -62,7 +64,7 @@ pub fn list_calls(db: &Connection, filter: &CallFilter<'_>) -> Result<Value, Sto
 }
 
 /// `{tool_call_id, callbacks: [...]}`, oldest attempt first; `None` when there is no such call.
-pub fn callback_attempts(db: &Connection, id: &ToolCallId) -> Result<Option<Value>, StoreError> {
+pub fn callback_attempts<T: DeserializeOwned>(db: &Connection, id: &ToolCallId) -> Result<Option<T>, StoreError> {
     optional(
         db,
         CALLBACKS,

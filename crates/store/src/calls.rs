@@ -1,4 +1,5 @@
-//! The tool-call state machine of SPEC §4, one statement per transition.
+//! The tool-call state machine (docs/architecture.md, "The lifecycle"), one statement per
+//! transition (docs/architecture.md, "One statement per transition").
 //!
 //! Every transition is a single conditional UPDATE that also appends its `status_history`
 //! entry, so it is atomic and commits once. Each returns the call as it was before and, if the
@@ -114,13 +115,14 @@ pub struct CallToDrive {
     pub needs_checkpoint: bool,
 }
 
-/// What a create did.
+/// What a create did. The answer is built by the database with the call and kept with it
+/// (`create_response`), decoded as the caller's type for it, `T`.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Created {
+pub enum Insertion<T> {
     /// The 201 body of the new call.
-    New(Value),
+    New(T),
     /// A call with this Idempotency-Key exists: its request fingerprint and its first answer.
-    Existing { fingerprint: String, response: Value },
+    Existing { fingerprint: String, response: T },
     /// The key's first call was being created concurrently and is not visible yet; retry.
     Raced,
     /// The session already holds as many waiting PENDING calls as it may; nothing was created.
@@ -216,7 +218,7 @@ fn id(id: &ToolCallId) -> ParameterValue {
     text(id.as_str())
 }
 
-pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, StoreError> {
+pub fn insert_call<T: DeserializeOwned>(db: &Connection, call: &NewCall<'_>) -> Result<Insertion<T>, StoreError> {
     let row = one_row(
         db,
         INSERT,
@@ -242,19 +244,20 @@ pub fn insert_call(db: &Connection, call: &NewCall<'_>) -> Result<Created, Store
         .collect::<Vec<_>>(),
     )?;
     #[derive(Deserialize)]
-    struct Existing {
+    struct Existing<T> {
         fingerprint: Option<String>,
-        response: Value,
+        response: T,
     }
-    if let Some(created) = row.first().map(decode::<Value>).transpose()?.flatten() {
-        return Ok(Created::New(created));
+    if let Some(created) = row.first().map(decode::<T>).transpose()?.flatten() {
+        return Ok(Insertion::New(created));
     }
-    match row.get(1).map(decode::<Existing>).transpose()?.flatten() {
-        Some(existing) => {
-            Ok(Created::Existing { fingerprint: existing.fingerprint.unwrap_or_default(), response: existing.response })
-        }
-        None if row.get(2).map(decode::<bool>).transpose()?.flatten() == Some(true) => Ok(Created::SessionFull),
-        None => Ok(Created::Raced),
+    match row.get(1).map(decode::<Existing<T>>).transpose()?.flatten() {
+        Some(existing) => Ok(Insertion::Existing {
+            fingerprint: existing.fingerprint.unwrap_or_default(),
+            response: existing.response,
+        }),
+        None if row.get(2).map(decode::<bool>).transpose()?.flatten() == Some(true) => Ok(Insertion::SessionFull),
+        None => Ok(Insertion::Raced),
     }
 }
 

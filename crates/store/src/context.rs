@@ -5,7 +5,8 @@ use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
 
-/// What the agent needs to know about a session's tool calls (SPEC §5, context route).
+/// What the agent needs to know about a session's tool calls: the answer of the context route,
+/// `GET /voice-tools/context/:session`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextView {
     /// The newest open calls (PENDING, EXECUTING, PREPARED) that have not expired, newest

@@ -1,7 +1,8 @@
-//! The per-tool execution history (SPEC §8): its rows, a tool's executions page by page, and
-//! its stats, all computed by the database.
+//! The per-tool execution history (docs/architecture.md, "Observability"): its rows, a tool's
+//! executions page by page, and its stats, all computed by the database. A page and the stats
+//! are the routes' answers as they stand, decoded as the caller's type for each.
 
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
@@ -11,7 +12,8 @@ const RECORD: &str = include_str!("sql/history/record.sql");
 const PAGE: &str = include_str!("sql/history/page.sql");
 const STATS: &str = include_str!("sql/history/stats.sql");
 
-/// One operation a tool component performed, or was meant to (SPEC §3 `tool_executions`).
+/// One operation a tool component performed, or was meant to: a `tool_executions` row
+/// (docs/architecture.md, "The data model").
 #[derive(Debug, Clone)]
 pub struct ToolExecution<'a> {
     pub tool: &'a str,
@@ -81,8 +83,8 @@ pub struct ExecutionFilter<'a> {
     pub limit: u32,
 }
 
-/// `{executions: [...], next_cursor}`: newest first; `next_cursor` is null on the last page.
-pub fn tool_executions(db: &Connection, filter: &ExecutionFilter<'_>) -> Result<Value, StoreError> {
+/// `{tool, executions: [...], next_cursor}`: newest first; `next_cursor` is null on the last page.
+pub fn tool_executions<T: DeserializeOwned>(db: &Connection, filter: &ExecutionFilter<'_>) -> Result<T, StoreError> {
     let cursor = filter.after;
     optional(
         db,
@@ -99,10 +101,16 @@ pub fn tool_executions(db: &Connection, filter: &ExecutionFilter<'_>) -> Result<
     .ok_or_else(|| StoreError::Unexpected("the executions query returned nothing".into()))
 }
 
-/// A tool's stats over the last `window_seconds`.
-pub fn tool_stats(db: &Connection, tool: &str, window_seconds: f64) -> Result<Value, StoreError> {
-    optional(db, STATS, &[ParameterValue::Str(tool.to_owned()), ParameterValue::Floating64(window_seconds)])?
-        .ok_or_else(|| StoreError::Unexpected("the stats query returned nothing".into()))
+/// A tool's stats over the last `window_seconds`, with the tool's name and `window`, the span as
+/// the client wrote it.
+pub fn tool_stats<T: DeserializeOwned>(
+    db: &Connection,
+    tool: &str,
+    window: &str,
+    window_seconds: f64,
+) -> Result<T, StoreError> {
+    let parameters = [text(tool), ParameterValue::Floating64(window_seconds), text(window)];
+    optional(db, STATS, &parameters)?.ok_or_else(|| StoreError::Unexpected("the stats query returned nothing".into()))
 }
 
 #[cfg(test)]

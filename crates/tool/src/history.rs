@@ -1,7 +1,8 @@
-//! The per-tool execution history (SPEC §8): one `tool_executions` row each time a tool does
-//! work, or was meant to and did not. Every path that runs a tool operation writes its row
-//! through here: the contract server, the gated direct flows, and the lifecycle on the tool's
-//! behalf when the tool crashed or the operation was cancelled before it ran.
+//! The per-tool execution history (docs/architecture.md, "Observability"): one `tool_executions`
+//! row each time a tool does work, or was meant to and did not. Every path that runs a tool
+//! operation writes its row through here: the contract server, the gated direct flows, and the
+//! lifecycle on the tool's behalf when the tool crashed or the operation was cancelled before it
+//! ran.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 

@@ -1,4 +1,4 @@
-//! The tool contract of SPEC §2 over Spin service chaining.
+//! The tool contract (docs/architecture.md, "The tool contract") over Spin service chaining.
 //!
 //! [`ToolClient`] is what the lifecycle components use to reach a tool by its component id;
 //! [`Tool`] and [`serve_tool`] are what a tool component implements and runs. The server side

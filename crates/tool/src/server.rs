@@ -76,7 +76,7 @@ pub async fn serve_tool<T: Tool>(component: Component, req: IncomingRequest, out
 
 /// The contract's routes: `/tool/<operation>` under the chained route `/...` (a component of
 /// this host) and under `/internal/tools/<component>/...` (the manifest's route for a tool
-/// host, see the README). Either way the caller must be this application (chained, or signed
+/// host, docs/deploying.md, "A tool on its own host"). Either way the caller must be this application (chained, or signed
 /// with `contract_secret`); then the operation is answered and recorded in `tool_executions`.
 ///
 /// Every method reaches the handler: `describe` answers any of them, the other operations

@@ -55,7 +55,7 @@ impl Embedder {
     }
 
     /// One text per call: Spin's local embedding pools over padding, so in a batch each vector
-    /// would depend on the other texts (SPEC §10).
+    /// would depend on the other texts (docs/architecture.md, "Vector search").
     pub async fn embed(&self, text: &str) -> Result<Vec<f32>, SearchError> {
         let vector = match self {
             Embedder::Spin => {

@@ -1,5 +1,6 @@
-//! `query_vector_db` (SPEC §7): the parameters an agent writes, the filtered pgvector search,
-//! the sentences spoken about it, and the session context it leaves behind.
+//! `query_vector_db` (docs/architecture.md, "Vector search"): the parameters an agent writes,
+//! the filtered pgvector search, the sentences spoken about it, and the session context it
+//! leaves behind.
 //!
 //! The `vector-query` component serves this through the tool contract and through its gated
 //! direct flow; both run the same two steps, [`search`] then [`remember`].

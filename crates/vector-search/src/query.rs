@@ -1,4 +1,5 @@
-//! The parameters of `query_vector_db` (SPEC §7), checked and normalized.
+//! The parameters of `query_vector_db` (docs/architecture.md, "Vector search"), checked and
+//! normalized.
 //!
 //! The agent writes these from speech, so every problem names its field by path
 //! (`structured_query.filters.date_end`) with a sentence that says how to fix it. The

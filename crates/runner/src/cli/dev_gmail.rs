@@ -1,6 +1,7 @@
-//! Dev mode for email (SPEC §10): when the application has a Gmail tool and no real Gmail
-//! credentials are configured, `up` serves a local Gmail-compatible server and points the
-//! gmail variables at it, so the whole product works on a laptop and nothing leaves it.
+//! Dev mode for email (docs/architecture.md, "The Gmail tool"): when the application has a
+//! Gmail tool and no real Gmail credentials are configured, `up` serves a local
+//! Gmail-compatible server and points the gmail variables at it, so the whole product works on
+//! a laptop and nothing leaves it.
 
 use std::path::Path;
 

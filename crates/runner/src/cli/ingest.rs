@@ -96,7 +96,7 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
     for migration in migrate(url).await? {
         eprintln!("applied migration {migration}");
     }
-    let (client, driver) = gatehouse_spin_host::pg_connect::connect(url).await.context("connecting to the database")?;
+    let (client, driver) = gatehouse_pg_connect::connect(url).await.context("connecting to the database")?;
     let store = DocumentStore::new(client).await?;
 
     let started = Instant::now();

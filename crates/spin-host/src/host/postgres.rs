@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
+use gatehouse_pg_connect::PgTarget;
 use wasmtime::component::Resource;
 
 use super::HostState;
@@ -17,7 +18,6 @@ use super::pg_values::{Param, RawCell, data_type, db_value};
 use crate::bindings::spin::postgres4_0_0::postgres::{
     Column, DbError, DbValue, Error, Host, HostConnection, ParameterValue, QueryError, RowSet,
 };
-use crate::pg_connect::PgTarget;
 
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a guest waits for a free pooled connection before `open` fails.
@@ -96,7 +96,7 @@ impl PgPools {
             .map_err(|e| Error::ConnectionFailed(format!("invalid address {}: {e}", redacted(address))))?;
         // A database that does not answer must become an error the component can report
         // (503), not a request that hangs.
-        target.config_mut().connect_timeout(CONNECT_TIMEOUT);
+        target.set_connect_timeout(CONNECT_TIMEOUT);
         let manager = Manager::from_config(
             target.config().clone(),
             target.tls(),

@@ -1,7 +1,8 @@
 -- One page of a tool's executions, newest first, by keyset: $1 tool, $2 outcome or NULL,
 -- $3 RFC 3339 lower bound on started_at or NULL, $4/$5 the cursor (started_at in microseconds
 -- since the epoch, execution id) of the last row already seen or NULL, $6 the page size.
--- One row more than a page is read, to know whether another page follows.
+-- One row more than a page is read, to know whether another page follows. The answer names
+-- the tool, as the route's answer does.
 WITH page AS (
     SELECT * FROM tool_executions e
      WHERE e.tool = $1
@@ -15,6 +16,7 @@ WITH page AS (
     SELECT * FROM page ORDER BY started_at DESC, execution_id DESC LIMIT $6::int8
 )
 SELECT jsonb_build_object(
+    'tool', $1::text,
     'executions', COALESCE((
         SELECT jsonb_agg(jsonb_build_object(
                    'execution_id',      s.execution_id,

@@ -1,6 +1,7 @@
 -- A tool's executions over the last $2 seconds: how many, how they ended, how long they took
 -- (overall and per operation), when they ran (the window cut into 24 equal buckets, oldest
--- first, for a chart), and its last error. $1 tool.
+-- first, for a chart), and its last error. $1 tool, $3 the window as the client wrote it
+-- (the answer names both, as the route's answer does).
 -- The success rate counts the executions that ran to an outcome of their own: a rejected
 -- input or a cancel says nothing about whether the tool works.
 WITH w AS (
@@ -8,6 +9,8 @@ WITH w AS (
      WHERE tool = $1 AND started_at >= now() - make_interval(secs => $2::float8)
 )
 SELECT jsonb_build_object(
+    'tool', $1::text,
+    'window', $3::text,
     'executions', count(*),
     'outcomes', jsonb_build_object(
         'ok',        count(*) FILTER (WHERE outcome = 'ok'),

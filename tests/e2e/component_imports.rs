@@ -1,5 +1,6 @@
-//! The built components may import only WASI 0.2 and the Spin interfaces the spec names, so
-//! they run unchanged on Spin 3.x and 4.x. Checked on the real `.wasm` files of spin.toml.
+//! The built components may import only WASI 0.2 and the three Spin interfaces below, so they
+//! run unchanged on Spin 3.x and 4.x (docs/architecture.md, "The runner and real Spin"). Checked
+//! on the real `.wasm` files of spin.toml.
 use gatehouse_tests::workspace_root;
 use wasmparser::{Parser, Payload};
 

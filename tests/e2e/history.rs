@@ -1,6 +1,6 @@
-//! Observability end to end (SPEC §8): the per-tool execution history and stats after a mixed
-//! run, paging through it, and one trace id followed through every component a conversation
-//! touches, its callbacks and its log lines.
+//! Observability end to end (docs/architecture.md, "Observability"): the per-tool execution history
+//! and stats after a mixed run, paging through it, and one trace id followed through every
+//! component a conversation touches, its callbacks and its log lines.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -378,7 +378,7 @@ async fn asynchronous_commit_leaves_nothing_on_the_connection() -> Result<()> {
 
     // The statement that writes a history row, as the contract server sends it.
     db.execute(
-        include_str!("../crates/store/src/sql/history/record.sql"),
+        include_str!("../../crates/store/src/sql/history/record.sql"),
         &[
             &TOOL,
             &"fixture-tool",

@@ -44,12 +44,8 @@ async fn a_captured_prepare_or_execute_sent_again_does_nothing() -> Result<()> {
     let registry = format!(
         "send_email|send_gmail={origin}/internal/tools/gmail,query_vector_db={origin}/internal/tools/vector-query"
     );
-    let edge_variables = [
-        ("tool_registry", registry.as_str()),
-        ("gmail_origin", origin.as_str()),
-        ("vector_query_origin", origin.as_str()),
-        ("contract_secret", SECRET),
-    ];
+    let edge_variables =
+        [("tool_registry", registry.as_str()), ("tools_origin", origin.as_str()), ("contract_secret", SECRET)];
     let variables = edge_variables.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
     let extra_args = select_components(&gatehouse_tests::LIFECYCLE_COMPONENTS);
     let options = RunnerOptions { variables, extra_args, ..Default::default() };

@@ -1,7 +1,7 @@
-//! The MCP endpoint (SPEC §9) driven by the official Rust SDK's Streamable HTTP client, in both
-//! eras: the legacy handshake, and 2026-07-28 (discovery, output schemas, `input_required`
-//! confirmation of a registry tool, tasks); then raw HTTP for the 2026-07-28 rules the SDK
-//! never breaks.
+//! The MCP endpoint (docs/architecture.md, "MCP") driven by the official Rust SDK's Streamable HTTP
+//! client, in both eras: the legacy handshake, and 2026-07-28 (discovery, output schemas,
+//! `input_required` confirmation of a registry tool, tasks); then raw HTTP for the 2026-07-28 rules
+//! the SDK never breaks.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -156,12 +156,8 @@ async fn the_lifecycle_and_its_tools_on_two_hosts() -> Result<()> {
     let registry = format!(
         "send_email|send_gmail={origin}/internal/tools/gmail,query_vector_db={origin}/internal/tools/vector-query"
     );
-    let edge_variables = [
-        ("tool_registry", registry.as_str()),
-        ("gmail_origin", origin.as_str()),
-        ("vector_query_origin", origin.as_str()),
-        ("contract_secret", SECRET),
-    ];
+    let edge_variables =
+        [("tool_registry", registry.as_str()), ("tools_origin", origin.as_str()), ("contract_secret", SECRET)];
     let edge_variables = edge_variables.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
     let edge = Runner::start(
         &app_manifest(),
@@ -233,10 +229,10 @@ async fn service_request_to(
 #[test]
 fn a_selection_missing_a_chained_target_is_refused_at_start_up() -> Result<()> {
     let (status, output) =
-        start_expecting_failure(&app_manifest(), options(Vec::new(), select_components(&["pending"])))?;
+        start_expecting_failure(&app_manifest(), options(Vec::new(), select_components(&["confirm"])))?;
     ensure!(!status.success(), "it must not start");
     ensure!(
-        output.contains("'pending'") && output.contains("'gmail'") && output.contains("{{ gmail_origin }}"),
+        output.contains("'confirm'") && output.contains("'async-executor'") && output.contains("{{ executor_origin }}"),
         "the message names the component, the missing target and the entry: {output}"
     );
     let (status, output) = start_expecting_failure(&app_manifest(), options(Vec::new(), select_components(&["nope"])))?;

@@ -1,7 +1,7 @@
-//! `query_vector_db` end to end (SPEC §7): the `vector-query` component served by the runner,
-//! embedding with the host's all-MiniLM-L6-v2 or an OpenAI-compatible server, searching the
-//! sample knowledge base in a real PostgreSQL with pgvector, through the lifecycle routes and
-//! through the gated `POST /query-vector-db`.
+//! `query_vector_db` end to end (docs/architecture.md, "Vector search"): the `vector-query`
+//! component served by the runner, embedding with the host's all-MiniLM-L6-v2 or an
+//! OpenAI-compatible server, searching the sample knowledge base in a real PostgreSQL with
+//! pgvector, through the lifecycle routes and through the gated `POST /query-vector-db`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -15,9 +15,10 @@ use serde_yaml::Value;
 
 const SPINAPP_API: &str = "core.spinkube.dev/v1alpha1";
 
-/// Which component each origin variable reaches when it keeps its service-chaining default.
+/// Which component each origin variable reaches when it keeps its service-chaining default
+/// (`tools_origin` reaches every tool).
 const ORIGINS: [(&str, &str); 3] =
-    [("executor_origin", "async-executor"), ("gmail_origin", "gmail"), ("vector_query_origin", "vector-query")];
+    [("executor_origin", "async-executor"), ("tools_origin", "gmail"), ("tools_origin", "vector-query")];
 
 fn kube_dir() -> PathBuf {
     workspace_root().join("deploy/kubernetes")

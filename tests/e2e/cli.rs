@@ -62,3 +62,46 @@ fn migrate_is_idempotent() {
     assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "database is up to date");
 }
+
+/// A database migrated before V3's and V7's comments were reworded recorded their old checksums;
+/// `migrate` brings those records up to date instead of refusing the database.
+#[tokio::test]
+async fn migrate_accepts_a_database_that_applied_migrations_before_their_comments_were_reworded() {
+    let scratch =
+        gatehouse_tests::lifecycle::ScratchDatabase::create("gatehouse_reworded").await.expect("scratch database");
+    let client = scratch.connect().await.expect("connects");
+    let current: String = client
+        .query_one("SELECT checksum FROM refinery_schema_history WHERE version = 3", &[])
+        .await
+        .expect("V3 applied")
+        .get(0);
+    client
+        .execute("UPDATE refinery_schema_history SET checksum = '6774735324130314924' WHERE version = 3", &[])
+        .await
+        .expect("V3's old checksum");
+
+    let out = Command::new(gatehouse_bin())
+        .arg("migrate")
+        .env("DATABASE_URL", &scratch.url)
+        .output()
+        .expect("gatehouse runs");
+    assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
+    let recorded: String = client
+        .query_one("SELECT checksum FROM refinery_schema_history WHERE version = 3", &[])
+        .await
+        .expect("V3 applied")
+        .get(0);
+    assert_eq!(recorded, current);
+
+    // Any other checksum is a migration that really differs, and is still refused.
+    client
+        .execute("UPDATE refinery_schema_history SET checksum = '1' WHERE version = 3", &[])
+        .await
+        .expect("a wrong checksum");
+    let out = Command::new(gatehouse_bin())
+        .arg("migrate")
+        .env("DATABASE_URL", &scratch.url)
+        .output()
+        .expect("gatehouse runs");
+    assert!(!out.status.success(), "a divergent migration must be refused");
+}

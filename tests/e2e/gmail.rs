@@ -1,6 +1,6 @@
-//! The Gmail tool end to end (SPEC §7): the real `gmail` component, served by the runner,
-//! sending through a fake Gmail server that speaks the Gmail REST API and Google's token
-//! endpoint. What the fake received is read back with a real mail parser.
+//! The Gmail tool end to end (docs/architecture.md, "The Gmail tool"): the real `gmail` component,
+//! served by the runner, sending through a fake Gmail server that speaks the Gmail REST API and
+//! Google's token endpoint. What the fake received is read back with a real mail parser.
 
 use std::time::{Duration, Instant};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use gatehouse_domain::callback;
 use gatehouse_tests::gmail::GmailApp;
-use gatehouse_tests::lifecycle::{App, CALLBACK_SECRET, Relay, lifecycle_manifest, lifecycle_options};
+use gatehouse_tests::lifecycle::{App, CALLBACK_SECRET, Relay, lifecycle_options};
 use gatehouse_tests::raw::{self, LengthOnlyReceiver, RawRequest, RawResponse};
 use gatehouse_tests::{TOKEN, app_manifest, unique};
 use reqwest::Method;
@@ -425,22 +425,21 @@ async fn percent_encoded_path_parameters_are_decoded_and_malformed_escapes_refus
 
 /// A path no route serves answers in the API's JSON error shape, with any method, with or
 /// without a token: never the host's plain-text page. Under `spin up` that takes a component
-/// on the lowest-priority route, `/...`, in both manifests (the runner alone would answer
-/// JSON, Spin would not).
+/// on the lowest-priority route, `/...`, in spin.toml (the runner alone would answer JSON, Spin
+/// would not); the test manifest extends spin.toml and so has it too.
 #[tokio::test]
 async fn paths_no_route_serves_answer_json() -> Result<()> {
-    for manifest in [app_manifest(), lifecycle_manifest()] {
-        let text = std::fs::read_to_string(&manifest)?;
-        let parsed: toml::Value = toml::from_str(&text)?;
-        let triggers = parsed["trigger"]["http"].as_array().context("no [[trigger.http]]")?;
-        let fallback = triggers
-            .iter()
-            .find(|t| t.get("route").and_then(toml::Value::as_str) == Some("/..."))
-            .and_then(|t| t.get("component").and_then(toml::Value::as_str))
-            .with_context(|| format!("{} has no route \"/...\"", manifest.display()))?;
-        let source = parsed.get("component").and_then(|c| c.get(fallback)).and_then(|c| c.get("source"));
-        ensure!(source.is_some(), "{}: the \"/...\" route's component {fallback} has no source", manifest.display());
-    }
+    let manifest = app_manifest();
+    let text = std::fs::read_to_string(&manifest)?;
+    let parsed: toml::Value = toml::from_str(&text)?;
+    let triggers = parsed["trigger"]["http"].as_array().context("no [[trigger.http]]")?;
+    let fallback = triggers
+        .iter()
+        .find(|t| t.get("route").and_then(toml::Value::as_str) == Some("/..."))
+        .and_then(|t| t.get("component").and_then(toml::Value::as_str))
+        .with_context(|| format!("{} has no route \"/...\"", manifest.display()))?;
+    let source = parsed.get("component").and_then(|c| c.get(fallback)).and_then(|c| c.get("source"));
+    ensure!(source.is_some(), "{}: the \"/...\" route's component {fallback} has no source", manifest.display());
 
     let app = fixture_app().await?;
     let paths = [

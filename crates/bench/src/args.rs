@@ -1,0 +1,38 @@
+//! `gatehouse bench`'s command-line arguments.
+use clap::Args;
+
+use crate::{cpu, relay};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Measure an application that is already running instead of starting one (its database
+    /// is DATABASE_URL, which the lifecycle scenarios and the pgbench floor need).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Bearer token for `--url`; the in-process application uses the dev token.
+    #[arg(long, env = "SPIN_VARIABLE_API_TOKEN")]
+    pub token: Option<String>,
+    /// Seconds of measurement per scenario and concurrency level.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Concurrent clients; repeat, or separate with commas, for several levels.
+    #[arg(long = "concurrency", value_delimiter = ',', default_values_t = vec![1, 16])]
+    pub concurrency: Vec<usize>,
+    /// Scenarios to run, repeated or comma-separated: health, context, context-large, query (over the
+    /// ingested documents), embed (the model alone on the first 1,000 ingested documents, beside the
+    /// machine's matrix rate, and one query embedded alone), and (with the fixture tool: --manifest
+    /// tests/fixtures/lifecycle.toml) create, modify, cancel, status, flow.
+    #[arg(long = "scenario", value_delimiter = ',', default_values_t = vec!["health".to_string(), "context".to_string()])]
+    pub scenarios: Vec<String>,
+    /// A process serving the benchmark, as NAME=PID (repeatable): each level prints the CPU
+    /// time it used per request, its child processes included (PostgreSQL's backends count
+    /// towards the postmaster's PID). Without `--url` the runner and PostgreSQL are watched
+    /// anyway.
+    #[arg(long = "cpu", value_name = "NAME=PID", value_parser = cpu::parse_watched)]
+    pub cpu: Vec<cpu::Watched>,
+    /// Where the lifecycle scenarios' relay listens for the application's callbacks; the
+    /// application must allow it (`callback_allowed_hosts`, `callback_host`). `gatehouse up`
+    /// allows this default when none is configured.
+    #[arg(long, default_value_t = relay::LOCAL_RELAY)]
+    pub relay_listen: std::net::SocketAddr,
+}
