@@ -243,5 +243,8 @@ fn the_readme_is_a_door_and_the_design_is_cited_from_inside_the_repository() {
         }
     }
     assert!(read > 100, "only {read} tracked text files were read");
-    assert!(citing.is_empty(), "these files cite a document outside the repository; cite docs/architecture.md: {citing:?}");
+    assert!(
+        citing.is_empty(),
+        "these files cite a document outside the repository; cite docs/architecture.md: {citing:?}"
+    );
 }

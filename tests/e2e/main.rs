@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod component_imports;
 mod dashboard;
+mod declared_tools;
 mod demo;
 mod deployment;
 mod drain;

@@ -16,6 +16,7 @@ pub mod gmail;
 pub mod lifecycle;
 pub mod proxy;
 pub mod raw;
+pub mod reservations;
 pub mod vector;
 
 pub fn workspace_root() -> PathBuf {

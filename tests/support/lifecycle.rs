@@ -64,13 +64,18 @@ pub struct Answer {
 
 impl App {
     pub async fn start(options: RunnerOptions) -> Result<App> {
+        App::start_on(&lifecycle_manifest(), options).await
+    }
+
+    /// The application of `manifest` (one that extends spin.toml, as the fixtures do).
+    pub async fn start_on(manifest: &std::path::Path, options: RunnerOptions) -> Result<App> {
         let database_url = options
             .env
             .iter()
             .find(|(name, _)| name == "DATABASE_URL")
             .map_or_else(crate::database_url, |(_, url)| url.clone());
         ensure_fixture_tables(&crate::connect(&database_url).await?).await?;
-        let runner = Runner::start(&lifecycle_manifest(), options)?;
+        let runner = Runner::start(manifest, options)?;
         Ok(App { runner, http: reqwest::Client::new(), database_url })
     }
 

@@ -221,7 +221,7 @@ fn unanswered(failure: &gatehouse_platform::SendFailure) -> String {
             );
             "not allowed by the manifest's allowed_outbound_hosts (callback_host)".to_owned()
         }
-        SendFailure::Transport(detail) => {
+        SendFailure::Transport(detail) | SendFailure::NotConnected(detail) => {
             gatehouse_platform::log_line("warn", &format!("callback transport failure: {detail}"));
             "unreachable".to_owned()
         }

@@ -40,6 +40,10 @@ pub enum SendFailure {
     TimedOut(Duration),
     #[error("{0}")]
     Transport(String),
+    /// No connection was made (refused, no such host, no route, or the connection attempt
+    /// timed out): the request never reached the other side, so sending it again is safe.
+    #[error("no connection: {0}")]
+    NotConnected(String),
     /// The answer was longer than [`MAX_ANSWER_BYTES`]; reading stopped there.
     #[error("the answer is longer than {0} bytes")]
     TooLarge(usize),
@@ -108,6 +112,15 @@ async fn exchange(request: Request) -> Result<IncomingResponse, SendFailure> {
     let (answer, written) = futures::join!(spin_sdk::http::send::<_, IncomingResponse>(outgoing), write);
     match answer {
         Err(SendError::Http(ErrorCode::HttpRequestDenied)) => Err(SendFailure::Denied),
+        Err(SendError::Http(
+            code @ (ErrorCode::ConnectionRefused
+            | ErrorCode::DnsError(_)
+            | ErrorCode::DestinationNotFound
+            | ErrorCode::DestinationUnavailable
+            | ErrorCode::DestinationIpUnroutable
+            | ErrorCode::DestinationIpProhibited
+            | ErrorCode::ConnectionTimeout),
+        )) => Err(SendFailure::NotConnected(format!("{code:?}"))),
         Err(e) => Err(SendFailure::Transport(e.to_string())),
         Ok(_) if written.is_err() => Err(SendFailure::Transport("writing the request body".to_owned())),
         Ok(response) => Ok(response),

@@ -77,6 +77,8 @@ pub struct App {
     /// Set when the host starts to stop: `/.well-known/spin/health` then answers 503.
     draining: AtomicBool,
     this: Weak<App>,
+    /// The components' `files`, staged for as long as the application runs (src/files.rs).
+    _files: tempfile::TempDir,
 }
 
 /// How long a guest runs before it starts yielding at every epoch tick. A request's guest
@@ -115,6 +117,9 @@ impl App {
         host::add_to_linker(&mut linker)?;
         let models = local_models(&manifest, &manifest_dir, &config.project_home, config.model_dir.clone());
 
+        // The files components may read, copied here so nothing beside them is reachable.
+        let staging =
+            tempfile::Builder::new().prefix("gatehouse-files-").tempdir().context("a folder for component files")?;
         let mut components = HashMap::new();
         for (id, decl) in &manifest.component {
             let source = manifest.source_path(&manifest_dir, id).context("component source")?;
@@ -135,6 +140,8 @@ impl App {
                 environment: decl.environment.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 ai_models: decl.ai_models.clone(),
                 models: models.clone(),
+                mounts: crate::files::mounts(decl, &manifest_dir, &staging.path().join(id))
+                    .with_context(|| format!("component '{id}'"))?,
             };
             components.insert(id.clone(), LoadedComponent { handler, runtime: Arc::new(runtime) });
         }
@@ -150,6 +157,7 @@ impl App {
             instances: Arc::new(Semaphore::new(usize::try_from(config.max_instances).unwrap_or(usize::MAX))),
             draining: AtomicBool::new(false),
             this: this.clone(),
+            _files: staging,
         }))
     }
 

@@ -23,6 +23,7 @@
 mod app;
 mod chaining;
 mod engine;
+mod files;
 mod host;
 mod host_answer;
 pub mod log;

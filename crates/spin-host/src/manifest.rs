@@ -104,6 +104,23 @@ pub struct ComponentDecl {
     pub ai_models: Vec<String>,
     #[serde(default)]
     pub environment: BTreeMap<String, String>,
+    /// Host files the component may read (src/files.rs).
+    #[serde(default)]
+    pub files: Vec<FileMount>,
+    /// The folder `files` patterns are relative to, when it is not the manifest's own (a
+    /// component that came from an extended manifest).
+    #[serde(skip)]
+    pub files_root: Option<PathBuf>,
+}
+
+/// One entry of a component's `files`, as Spin writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum FileMount {
+    /// A path or glob under the application's folder, readable at the same path under `/`.
+    Pattern(String),
+    /// A folder, readable at `destination`.
+    Directory { source: PathBuf, destination: String },
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -156,6 +173,7 @@ impl Manifest {
             if let Some(build) = &mut component.build {
                 build.workdir = Some(build.workdir.as_ref().map_or_else(|| dir.clone(), |w| dir.join(w)));
             }
+            component.files_root = Some(dir.clone());
         }
     }
 

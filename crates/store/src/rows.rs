@@ -4,8 +4,8 @@
 //! Why one row, always: Spin 4.0.x's PostgreSQL host never answers a `query` whose result has
 //! zero rows (spinframework/spin issue 3671, fixed on main by PR 3673, in no release yet): it
 //! waits for the column list that only a first row brings, and the request hangs. The
-//! application must run on Spin 3.4 and later, 4.0.x included, so no statement may come back
-//! empty:
+//! application runs on every Spin since 3.4 (3.6 and 4.0.x tested, docs/deploying.md), so no
+//! statement may come back empty:
 //! - a lookup is a scalar subquery, `SELECT (SELECT col FROM t WHERE ...) AS col`, which is
 //!   NULL when nothing matches: a NULL column means "not found";
 //! - a conditional transition returns its before/after as scalar subqueries over its CTEs

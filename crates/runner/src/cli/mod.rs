@@ -4,6 +4,7 @@ mod build;
 mod demo;
 mod dev_gmail;
 mod ingest;
+mod tools;
 mod up;
 
 pub(crate) use up::{DEV_CALLBACK_SECRET, DEV_TOKEN};
@@ -39,6 +40,9 @@ enum Command {
     /// Start or stop the embedded PostgreSQL on its own, for tests and tools.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Declared tools: check declaration files, or add one to the manifest.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
 }
 
 #[derive(Subcommand)]
@@ -103,6 +107,7 @@ impl Cli {
                 Ok(())
             }
             Command::Db(DbCommand::Stop(args)) => crate::db::stop_embedded(&args.project_root()?, &args.state_dir()?),
+            Command::Tools(command) => tools::run(command),
         }
     }
 }

@@ -268,6 +268,9 @@ impl Running {
 pub(super) async fn start(args: &UpArgs) -> Result<Running> {
     let root = args.app.project_root()?;
     let state_dir = args.app.state_dir()?;
+    // A declared tool with a mistake is refused before anything starts, naming its file and
+    // field, rather than on the first call that reaches it.
+    super::tools::check_manifest(&args.app.manifest_path()?)?;
     let database = Database::open(&root, &state_dir).await?;
     match listen(args, &database, state_dir).await {
         Ok((app, listener, dev_gmail)) => {

@@ -124,6 +124,7 @@ mod tests {
             environment: Vec::new(),
             ai_models: ai_models.iter().map(|m| (*m).to_owned()).collect(),
             models,
+            mounts: Vec::new(),
         };
         let outbound = Outbound::unchained(component.id.clone(), component.allowed_hosts.clone());
         HostState::new(outbound, Arc::new(component), Arc::new(PgPools::new(1)))

@@ -33,6 +33,8 @@ pub(crate) struct ComponentRuntime {
     /// The manifest's `ai_models`: the only models the component may name.
     pub ai_models: Vec<String>,
     pub models: Arc<LocalModels>,
+    /// The component's `files`, as folders to preopen read-only.
+    pub mounts: Vec<crate::files::Mount>,
 }
 
 /// Table elements one table may hold. A Rust component's function table has a few thousand
@@ -73,6 +75,17 @@ impl HostState {
             .stderr(GuestOutput::new(component.id.clone(), "stderr"));
         for (key, value) in &component.environment {
             wasi.env(key, value);
+        }
+        for mount in &component.mounts {
+            // Checked when the application loaded; a folder removed since is the guest's
+            // "file not found", and the log says why.
+            if let Err(error) = crate::wasi_http::preopen_read_only(&mut wasi, &mount.host, &mount.guest) {
+                let folder = mount.host.display().to_string();
+                crate::log::warn(
+                    "a component's files are unreadable",
+                    serde_json::json!({"component": &*component.id, "folder": folder, "error": error.to_string()}),
+                );
+            }
         }
         HostState {
             wasi: wasi.build(),

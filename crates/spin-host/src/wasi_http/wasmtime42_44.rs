@@ -194,3 +194,14 @@ fn chain_error(error: ChainError) -> ErrorCode {
         ChainError::ShuttingDown => ErrorCode::InternalError(Some(error.to_string())),
     }
 }
+
+/// Lets the guest read (and only read) the host folder `host` at `guest` (a component's
+/// `files`, src/files.rs).
+pub(crate) fn preopen_read_only(
+    wasi: &mut wasmtime_wasi::WasiCtxBuilder,
+    host: &std::path::Path,
+    guest: &str,
+) -> anyhow::Result<()> {
+    wasi.preopened_dir(host, guest, wasmtime_wasi::DirPerms::READ, wasmtime_wasi::FilePerms::READ)?;
+    Ok(())
+}

@@ -164,3 +164,14 @@ fn chain_error(error: ChainError) -> HttpError {
         ChainError::ShuttingDown => HttpError::InternalError(Some(error.to_string())),
     }
 }
+
+/// Lets the guest read (and only read) the host folder `host` at `guest` (a component's
+/// `files`, src/files.rs).
+pub(crate) fn preopen_read_only(
+    wasi: &mut wasmtime_wasi::WasiCtxBuilder,
+    host: &std::path::Path,
+    guest: &str,
+) -> anyhow::Result<()> {
+    wasi.preopened_dir(host, guest, wasmtime_wasi::FsPerms::ReadOnly)?;
+    Ok(())
+}

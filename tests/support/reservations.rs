@@ -1,0 +1,184 @@
+//! A restaurant's reservation service, as a team's backend behind a declared tool would be: a
+//! separate HTTP server that holds a table (`POST /holds`), books it (`POST /holds/:id/confirm`)
+//! and releases it (`DELETE /holds/:id`). It checks the bearer key and Gatehouse's signature,
+//! does each action once per `Idempotency-Key` (answering a repeated key with the first answer),
+//! and records every request it got, so a test can count what was really done.
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Result;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+pub const API_KEY: &str = "rsv-test-key";
+pub const SIGNING_SECRET: &str = "rsv-signing-secret";
+
+/// One request the service got.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub method: String,
+    pub path: String,
+    pub idempotency_key: Option<String>,
+    pub signature_valid: bool,
+    pub authorized: bool,
+    pub body: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldState {
+    Held,
+    Booked,
+    Released,
+}
+
+#[derive(Debug, Clone)]
+pub struct Hold {
+    pub id: String,
+    pub state: HoldState,
+    pub request: Value,
+}
+
+#[derive(Default)]
+struct Book {
+    received: Vec<Received>,
+    holds: Vec<Hold>,
+    answered: HashMap<String, (u16, Value)>,
+    /// How long to wait before answering a confirm (after booking): a backend slower than the
+    /// tool's timeout.
+    confirm_delay: Duration,
+}
+
+pub struct Reservations {
+    pub url: String,
+    book: Arc<Mutex<Book>>,
+}
+
+impl Reservations {
+    pub async fn start() -> Result<Reservations> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let book = Arc::new(Mutex::new(Book::default()));
+        let shared = book.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request: hyper::Request<Incoming>| {
+                        let shared = shared.clone();
+                        async move { Ok::<_, Infallible>(serve(request, &shared).await) }
+                    });
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        });
+        Ok(Reservations { url, book })
+    }
+
+    /// The variables that point the fixture's `book-table` component at this service.
+    pub fn variables(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("reservations_url", self.url.clone()),
+            ("reservations_api_key", API_KEY.to_owned()),
+            ("book_table_signing_secret", SIGNING_SECRET.to_owned()),
+        ]
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.book.lock().map(|book| book.received.clone()).unwrap_or_default()
+    }
+
+    pub fn holds(&self) -> Vec<Hold> {
+        self.book.lock().map(|book| book.holds.clone()).unwrap_or_default()
+    }
+
+    /// Answers every confirm only after `delay` (the booking itself is made at once).
+    pub fn delay_confirm_answers(&self, delay: Duration) {
+        if let Ok(mut book) = self.book.lock() {
+            book.confirm_delay = delay;
+        }
+    }
+}
+
+fn json_response(status: u16, body: &Value) -> hyper::Response<Full<Bytes>> {
+    let mut response = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    response
+}
+
+async fn serve(request: hyper::Request<Incoming>, book: &Mutex<Book>) -> hyper::Response<Full<Bytes>> {
+    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let (signature, key, authorization) =
+        (header("x-gatehouse-signature"), header("idempotency-key"), header("authorization"));
+    let method = request.method().to_string();
+    let path = request.uri().path().to_owned();
+    let raw = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let signature_valid = signature
+        .as_deref()
+        .is_some_and(|s| gatehouse_domain::callback::verify(SIGNING_SECRET.as_bytes(), s, &raw, now, 300));
+    let authorized = authorization.as_deref() == Some(&format!("Bearer {API_KEY}"));
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+
+    let (status, answer, delay) = {
+        let Ok(mut book) = book.lock() else { return json_response(500, &json!({"message": "poisoned"})) };
+        book.received.push(Received {
+            method: method.clone(),
+            path: path.clone(),
+            idempotency_key: key.clone(),
+            signature_valid,
+            authorized,
+            body: body.clone(),
+        });
+        if !signature_valid || !authorized {
+            (401, json!({"message": "The request was not signed by Gatehouse."}), Duration::ZERO)
+        } else if let Some(first) = key.as_ref().and_then(|key| book.answered.get(key)).cloned() {
+            (first.0, first.1, Duration::ZERO)
+        } else {
+            let (status, answer, delay) = act(&mut book, &method, &path, &body);
+            if let Some(key) = key {
+                book.answered.insert(key, (status, answer.clone()));
+            }
+            (status, answer, delay)
+        }
+    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    json_response(status, &answer)
+}
+
+fn act(book: &mut Book, method: &str, path: &str, body: &Value) -> (u16, Value, Duration) {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (method, parts.as_slice()) {
+        ("POST", ["holds"]) => {
+            let id = format!("h{}", book.holds.len() + 1);
+            book.holds.push(Hold { id: id.clone(), state: HoldState::Held, request: body.clone() });
+            (201, json!({"hold_id": id, "date": body["date"], "time": body["time"]}), Duration::ZERO)
+        }
+        ("POST", ["holds", id, "confirm"]) => match book.holds.iter_mut().find(|hold| hold.id == *id) {
+            Some(hold) if hold.state == HoldState::Held => {
+                hold.state = HoldState::Booked;
+                let answer = json!({"confirmation": format!("R-{}", hold.id), "date": hold.request["date"], "time": hold.request["time"]});
+                (200, answer, book.confirm_delay)
+            }
+            Some(_) => (409, json!({"message": "That table is no longer held."}), Duration::ZERO),
+            None => (404, json!({"message": "There is no such hold."}), Duration::ZERO),
+        },
+        ("DELETE", ["holds", id]) => match book.holds.iter_mut().find(|hold| hold.id == *id) {
+            Some(hold) if hold.state == HoldState::Held => {
+                hold.state = HoldState::Released;
+                (200, json!({"released": true}), Duration::ZERO)
+            }
+            Some(_) => (409, json!({"message": "That hold can no longer be released."}), Duration::ZERO),
+            None => (404, json!({"message": "There is no such hold."}), Duration::ZERO),
+        },
+        _ => (404, json!({"message": "No such route."}), Duration::ZERO),
+    }
+}
