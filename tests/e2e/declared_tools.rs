@@ -28,6 +28,16 @@ fn booking(session: &str, relay: &Relay) -> Value {
     })
 }
 
+/// A booking created and confirmed, stopped at its checkpoint with the table held.
+async fn held_at_checkpoint(app: &App, relay: &Relay, label: &str) -> Result<String> {
+    let created = app.send(Method::POST, "/voice-tools/pending", Some(booking(&unique(label), relay))).await?;
+    ensure!(created.status == 201, "{}", created.body);
+    let id = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
+    ensure!(app.confirm(&id).await?.status == 202);
+    relay.wait_for(&id, "checkpoint", SETTLE).await?;
+    Ok(id)
+}
+
 #[tokio::test]
 async fn a_declared_tool_holds_books_once_and_reports_like_any_other_tool() -> Result<()> {
     let reservations = Reservations::start().await?;
@@ -116,11 +126,7 @@ async fn a_backend_that_answers_after_the_timeout_books_once_and_the_call_is_tru
     let reservations = Reservations::start().await?;
     let app = app(&reservations).await?;
     let relay = Relay::start().await?;
-    let created = app.send(Method::POST, "/voice-tools/pending", Some(booking(&unique("late"), &relay))).await?;
-    ensure!(created.status == 201, "{}", created.body);
-    let id = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
-    ensure!(app.confirm(&id).await?.status == 202);
-    relay.wait_for(&id, "checkpoint", SETTLE).await?;
+    let id = held_at_checkpoint(&app, &relay, "late").await?;
 
     reservations.delay_confirm_answers(Duration::from_secs(6));
     ensure!(app.resume(&id, "proceed").await?.status == 202);
@@ -140,11 +146,7 @@ async fn a_cancel_at_the_checkpoint_releases_the_hold() -> Result<()> {
     let reservations = Reservations::start().await?;
     let app = app(&reservations).await?;
     let relay = Relay::start().await?;
-    let created = app.send(Method::POST, "/voice-tools/pending", Some(booking(&unique("release"), &relay))).await?;
-    ensure!(created.status == 201, "{}", created.body);
-    let id = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
-    ensure!(app.confirm(&id).await?.status == 202);
-    relay.wait_for(&id, "checkpoint", SETTLE).await?;
+    let id = held_at_checkpoint(&app, &relay, "release").await?;
 
     let cancelled = app.resume(&id, "cancel").await?;
     ensure!(cancelled.status == 200, "{}", cancelled.body);
