@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::{Client, ClientBuilder, Locator};
-use gatehouse_tests::lifecycle::{App, Relay, ScratchDatabase, lifecycle_options};
+use gatehouse_tests::lifecycle::{App, FIXTURE_REGISTRY, Relay, ScratchDatabase, lifecycle_options};
 use gatehouse_tests::{TOKEN, unique, workspace_root};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -233,8 +233,10 @@ async fn settled_counts(db: &tokio_postgres::Client) -> Result<(i64, i64, i64)> 
 #[tokio::test]
 async fn the_dashboard_in_a_real_browser() -> Result<()> {
     let scratch = ScratchDatabase::create("dashboard").await?;
-    let lease = [("execution_lease_seconds", "1")];
-    let app = App::start(scratch.serve(lifecycle_options(&lease, &["--sweep-interval", "0"]))).await?;
+    // Beside the fixture tool, one the manifest does not let the components reach.
+    let registry = format!("{FIXTURE_REGISTRY},far_away=https://tools.elsewhere.example/internal/tools/x");
+    let variables = [("execution_lease_seconds", "1"), ("tool_registry", registry.as_str())];
+    let app = App::start(scratch.serve(lifecycle_options(&variables, &["--sweep-interval", "0"]))).await?;
     let relay = Relay::start().await?;
     let session = unique("dash");
     let calls = make_calls(&app, &relay, &session).await?;
@@ -379,6 +381,7 @@ async fn drive(
     // The tools: each with whether it stops at a checkpoint.
     browser.goto(&format!("{page}#/tools")).await?;
     wait_for_text(browser, &format!("tr[data-tool='{TOOL}'] td.checkpoint"), "yes").await?;
+    wait_for_text(browser, "tr[data-tool='far_away'] .unreachable", "unreachable: not allowed").await?;
     screenshot(browser, "tools").await?;
 
     // The tool's page: the counts the database holds, one failure among them.

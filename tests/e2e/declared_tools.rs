@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use gatehouse_tests::lifecycle::{App, CALLBACK_SECRET, Relay};
+use gatehouse_tests::lifecycle::{App, CALLBACK_SECRET, Relay, ScratchDatabase};
 use gatehouse_tests::reservations::{HoldState, Reservations};
 use gatehouse_tests::{RunnerOptions, unique, workspace_root};
 use reqwest::Method;
@@ -13,13 +13,28 @@ use serde_json::{Value, json};
 const SETTLE: Duration = Duration::from_secs(20);
 
 async fn app(reservations: &Reservations) -> Result<App> {
+    app_with(reservations, &[], &[]).await
+}
+
+/// The application with the declared tool pointed at `reservations`, `extra` variables and
+/// `args` for `gatehouse up`.
+pub(crate) async fn app_with(reservations: &Reservations, extra: &[(&str, &str)], args: &[&str]) -> Result<App> {
+    start(options(reservations, extra, args)).await
+}
+
+fn options(reservations: &Reservations, extra: &[(&str, &str)], args: &[&str]) -> RunnerOptions {
     let mut variables = vec![("callback_secret".to_owned(), CALLBACK_SECRET.to_owned())];
+    variables.extend(extra.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())));
     variables.extend(reservations.variables().into_iter().map(|(name, value)| (name.to_owned(), value)));
-    let options = RunnerOptions { variables, ..Default::default() };
+    let extra_args = args.iter().map(|arg| (*arg).to_owned()).collect();
+    RunnerOptions { variables, extra_args, ..Default::default() }
+}
+
+async fn start(options: RunnerOptions) -> Result<App> {
     App::start_on(&workspace_root().join("tests/fixtures/declared.toml"), options).await
 }
 
-fn booking(session: &str, relay: &Relay) -> Value {
+pub(crate) fn booking(session: &str, relay: &Relay) -> Value {
     json!({
         "session_id": session,
         "function_name": "book_table",
@@ -29,7 +44,7 @@ fn booking(session: &str, relay: &Relay) -> Value {
 }
 
 /// A booking created and confirmed, stopped at its checkpoint with the table held.
-async fn held_at_checkpoint(app: &App, relay: &Relay, label: &str) -> Result<String> {
+pub(crate) async fn held_at_checkpoint(app: &App, relay: &Relay, label: &str) -> Result<String> {
     let created = app.send(Method::POST, "/voice-tools/pending", Some(booking(&unique(label), relay))).await?;
     ensure!(created.status == 201, "{}", created.body);
     let id = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
@@ -115,6 +130,16 @@ async fn a_declared_tool_holds_books_once_and_reports_like_any_other_tool() -> R
     for operation in ["validate", "prepare", "execute"] {
         ensure!(operations.contains(&operation), "{operation} recorded: {operations:?}");
     }
+    let stats = app.send(Method::GET, "/voice-tools/tools/book_table/stats", None).await?;
+    ensure!(stats.body["by_operation"]["execute"]["ok"].as_i64() >= Some(1), "{}", stats.body);
+
+    // MCP lists it as a tool of its own, with its parameters' schema and the answers' schema.
+    let listed = crate::mcp::modern(&app, "tools/list", json!({})).await?;
+    let tools = listed.body["result"]["tools"].as_array().context("MCP tools")?;
+    let book_table = tools.iter().find(|t| t["name"] == "book_table").context("book_table is an MCP tool")?;
+    ensure!(book_table["inputSchema"]["properties"]["party_size"]["maximum"] == 12, "{book_table}");
+    ensure!(book_table["outputSchema"]["type"] == "object", "{book_table}");
+    ensure!(book_table["annotations"]["openWorldHint"] == true, "{book_table}");
     Ok(())
 }
 
@@ -157,6 +182,49 @@ async fn a_cancel_at_the_checkpoint_releases_the_hold() -> Result<()> {
     }
     let paths: Vec<String> = reservations.received().iter().map(|r| format!("{} {}", r.method, r.path)).collect();
     ensure!(paths == ["POST /holds", "DELETE /holds/h1"], "never booked: {paths:?}");
+    Ok(())
+}
+
+/// The runner killed with `kill -9` after the backend booked and before its answer was
+/// recorded: the host started again re-drives the call, the `execute` goes out again with the
+/// same key, the backend answers what it answered the first time, and the call completes with
+/// one booking.
+#[tokio::test]
+async fn a_runner_killed_between_the_booking_and_its_record_books_once() -> Result<()> {
+    let reservations = Reservations::start().await?;
+    // A database of its own: no other test's sweeper re-drives this call against its backend.
+    let scratch = ScratchDatabase::create("killed").await?;
+    let options =
+        scratch.serve(options(&reservations, &[("execution_lease_seconds", "2")], &["--sweep-interval", "0.2"]));
+    let mut first = start(options.clone()).await?;
+    let relay = Relay::start().await?;
+    let id = held_at_checkpoint(&first, &relay, "killed").await?;
+
+    // The backend books at once and answers late: the host dies in between.
+    reservations.delay_confirm_answers(Duration::from_secs(30));
+    ensure!(first.resume(&id, "proceed").await?.status == 202);
+    let deadline = std::time::Instant::now() + SETTLE;
+    while reservations.holds().first().map(|h| h.state.clone()) != Some(HoldState::Booked) {
+        ensure!(std::time::Instant::now() < deadline, "never booked: {:?}", reservations.holds());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    first.runner.signal("KILL")?;
+    first.runner.wait_for_exit(Duration::from_secs(10))?;
+    ensure!(first.status(&id).await.is_err(), "the host is gone");
+    reservations.delay_confirm_answers(Duration::ZERO);
+
+    let second = start(options).await?;
+    let call = second.wait_for(&id, "COMPLETED", Duration::from_secs(30)).await?;
+    ensure!(call["result"]["confirmation"] == "R-h1", "{call}");
+    let booked = reservations.holds().iter().filter(|h| h.state == HoldState::Booked).count();
+    ensure!(booked == 1, "one booking: {:?}", reservations.holds());
+    let executes: Vec<Option<String>> = reservations
+        .received()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/confirm"))
+        .map(|r| r.idempotency_key)
+        .collect();
+    ensure!(executes.len() == 2 && executes[0] == executes[1], "sent again with the same key: {executes:?}");
     Ok(())
 }
 

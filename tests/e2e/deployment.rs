@@ -2,7 +2,7 @@
 //! hand-off to other hosts answer only requests signed with `contract_secret`, and requests
 //! inside one application keep working, signed or not.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use gatehouse_domain::service_auth;
@@ -10,8 +10,8 @@ use gatehouse_tests::cluster::TOOL_COMPONENTS;
 use gatehouse_tests::gmail::{GmailApp, gmail_variables, start_fake};
 use gatehouse_tests::lifecycle::{App, Relay};
 use gatehouse_tests::{
-    Runner, RunnerOptions, app_manifest, database_url, fixture_manifest, http, select_components,
-    start_expecting_failure, unique,
+    Runner, RunnerOptions, app_manifest, database_url, fixture_manifest, http, select_components, sign_contract,
+    start_expecting_failure, unique, unix_now,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -20,14 +20,6 @@ const SETTLE: Duration = Duration::from_secs(30);
 const SECRET: &str = "contract-secret-for-tests";
 
 /// The signature a host would put on this request, with a fresh nonce.
-fn sign(secret: &[u8], unix_seconds: u64, method: &str, path: &str, body: &[u8]) -> String {
-    service_auth::sign(secret, unix_seconds, &gatehouse_tests::nonce(), method, path, body)
-}
-
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
-}
-
 /// A request to one of the routes other hosts use, signed with `signature` if given.
 async fn service_request(
     app: &App,
@@ -64,7 +56,7 @@ async fn with_no_contract_secret_the_exposed_routes_answer_nobody() -> Result<()
         (Method::POST, "/internal/executor/drive"),
     ] {
         // Even a request signed with some key: with no secret set there is nothing to check it by.
-        let signature = sign(SECRET.as_bytes(), now(), method.as_str(), path, &request);
+        let signature = sign_contract(SECRET.as_bytes(), unix_now(), method.as_str(), path, &request);
         for signature in [None, Some(signature)] {
             let (status, body) = service_request(&app, method.clone(), path, &request, signature).await?;
             ensure!(status == 401 && body["code"] == "unauthorized", "{method} {path}: {status} {body}");
@@ -86,13 +78,13 @@ async fn with_a_contract_secret_only_a_fresh_signature_of_that_very_request_is_a
     let request = serde_json::to_vec(&json!({"tool_call_id": id, "attempt": 1, "parameters": {}}))?;
     let forged = [
         ("unsigned", None),
-        ("another key", Some(sign(b"not-the-secret", now(), "POST", execute, &request))),
+        ("another key", Some(sign_contract(b"not-the-secret", unix_now(), "POST", execute, &request))),
         (
             "another operation",
-            Some(sign(SECRET.as_bytes(), now(), "POST", "/internal/tools/gmail/tool/prepare", &request)),
+            Some(sign_contract(SECRET.as_bytes(), unix_now(), "POST", "/internal/tools/gmail/tool/prepare", &request)),
         ),
-        ("another body", Some(sign(SECRET.as_bytes(), now(), "POST", execute, b"{}"))),
-        ("stale", Some(sign(SECRET.as_bytes(), now() - 3600, "POST", execute, &request))),
+        ("another body", Some(sign_contract(SECRET.as_bytes(), unix_now(), "POST", execute, b"{}"))),
+        ("stale", Some(sign_contract(SECRET.as_bytes(), unix_now() - 3600, "POST", execute, &request))),
     ];
     for (what, signature) in forged {
         let (status, body) = service_request(&app, Method::POST, execute, &request, signature).await?;
@@ -102,7 +94,7 @@ async fn with_a_contract_secret_only_a_fresh_signature_of_that_very_request_is_a
     ensure!(fake.drafts().len() == 1, "the draft is untouched");
 
     let describe = "/internal/tools/gmail/tool/describe";
-    let signature = sign(SECRET.as_bytes(), now(), "GET", describe, b"");
+    let signature = sign_contract(SECRET.as_bytes(), unix_now(), "GET", describe, b"");
     let (status, body) = service_request(&app, Method::GET, describe, b"", Some(signature)).await?;
     ensure!(status == 200 && body["name"] == "send_email", "a signed describe: {status} {body}");
 
@@ -190,7 +182,7 @@ async fn the_lifecycle_and_its_tools_on_two_hosts() -> Result<()> {
     let prepare = "/internal/tools/gmail/tool/prepare";
     let request = serde_json::to_vec(&json!({"tool_call_id": other, "attempt": 1, "session_id": "s",
         "function_name": "send_email", "parameters": {"to": "a@example.com", "subject": "x", "body": "y"}}))?;
-    let wrong = sign(b"not-the-secret", now(), "POST", prepare, &request);
+    let wrong = sign_contract(b"not-the-secret", unix_now(), "POST", prepare, &request);
     for signature in [None, Some(wrong)] {
         let (status, body) = service_request_to(&tools, Method::POST, prepare, &request, signature).await?;
         ensure!(status == 401 && body["code"] == "unauthorized", "{status} {body}");

@@ -19,10 +19,6 @@ use serde_json::{Value, json};
 const SETTLE: Duration = Duration::from_secs(30);
 const SECRET: &str = "contract-secret-for-the-replay-test";
 
-fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
 /// The lifecycle on one host, Gmail on another, and between them a proxy that records every
 /// contract request, as someone on the network between the hosts would. One seed conversation
 /// runs through it; then its captured `prepare` and `execute` are sent again: as they were
@@ -78,8 +74,13 @@ async fn a_captured_prepare_or_execute_sent_again_does_nothing() -> Result<()> {
             ensure!(status == 401 && answer["code"] == "unauthorized", "replayed {operation}: {status} {answer}");
         }
         // The same body, signed afresh: as a duplicate from a confused host would come.
-        let signature =
-            service_auth::sign(SECRET.as_bytes(), now(), &gatehouse_tests::nonce(), "POST", &path, &original.body);
+        let signature = gatehouse_tests::sign_contract(
+            SECRET.as_bytes(),
+            gatehouse_tests::unix_now(),
+            "POST",
+            &path,
+            &original.body,
+        );
         let duplicate = reqwest::Client::new()
             .post(tools.url(&path))
             .header("content-type", "application/json")

@@ -604,7 +604,7 @@ async fn raw(app: &App, headers: &[(&str, &str)], body: Value) -> Result<gatehou
 }
 
 /// A well-formed 2026-07-28 request: the headers repeat the body.
-async fn modern(app: &App, method: &str, mut params: Value) -> Result<gatehouse_tests::lifecycle::Answer> {
+pub(crate) async fn modern(app: &App, method: &str, mut params: Value) -> Result<gatehouse_tests::lifecycle::Answer> {
     params["_meta"] = meta();
     let name = params.get("name").or_else(|| params.get("taskId")).and_then(Value::as_str).map(str::to_owned);
     let mut headers = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];

@@ -37,9 +37,15 @@ struct OpenApi {
 
 impl OpenApi {
     fn load() -> Result<OpenApi> {
-        let path = workspace_root().join("openapi/gatehouse.yaml");
+        OpenApi::load_file("openapi/gatehouse.yaml")
+    }
+
+    /// A description in the repository, by its path from the root.
+    fn load_file(relative: &str) -> Result<OpenApi> {
+        let path = workspace_root().join(relative);
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        let doc: Value = serde_yaml::from_str(&text).context("openapi/gatehouse.yaml is not valid YAML for JSON")?;
+        let doc: Value =
+            serde_yaml::from_str(&text).with_context(|| format!("{relative} is not valid YAML for JSON"))?;
         ensure!(doc["openapi"] == "3.1.0", "not an OpenAPI 3.1.0 document: {}", doc["openapi"]);
         Ok(OpenApi { doc })
     }
@@ -155,12 +161,15 @@ impl Answer {
 struct Checker {
     api: OpenApi,
     http: reqwest::Client,
+    /// Where the described paths start on the server: empty for the application's API, a tool's
+    /// base path for the tool contract.
+    base_path: String,
     seen: Mutex<BTreeMap<(String, String), BTreeSet<u16>>>,
 }
 
 impl Checker {
     fn new(api: OpenApi) -> Checker {
-        Checker { api, http: reqwest::Client::new(), seen: Mutex::new(BTreeMap::new()) }
+        Checker { api, http: reqwest::Client::new(), base_path: String::new(), seen: Mutex::new(BTreeMap::new()) }
     }
 
     /// A request with the token.
@@ -216,7 +225,8 @@ impl Checker {
             )
         };
         // A path no operation matches is the fallback route's, described under `x-fallback`.
-        let template = api.template_for(&answer.path).unwrap_or_else(|| FALLBACK.to_owned());
+        let path = answer.path.strip_prefix(self.base_path.as_str()).unwrap_or(&answer.path);
+        let template = api.template_for(path).unwrap_or_else(|| FALLBACK.to_owned());
         // A 405 answers a method the path does not have: it is documented on the operation
         // its Allow header names.
         let method = if answer.status == 405 {
@@ -1242,4 +1252,96 @@ fn pinned_codes(schema: &Value) -> Vec<String> {
             single.into_iter().chain(several).collect::<Vec<_>>()
         })
         .collect()
+}
+
+/// The tool contract (openapi/tool-contract.yaml) against a tool as a tool host serves it: the
+/// declared `book_table` on its `/internal/tools/book-table` route, with signed requests. Every
+/// operation answers as the file says, `summarize` says the same twice, and the ordering rules
+/// hold: a `prepare` or `execute` after the call's `discard` is refused, as is an `execute` of a
+/// call that has not passed its checkpoint, and an `execute` repeated for a completed call
+/// answers its outcome and books nothing more.
+#[tokio::test]
+async fn the_tool_contract_is_what_a_tool_answers() -> Result<()> {
+    use gatehouse_domain::contract::RECORDED_HEADER;
+    use gatehouse_domain::service_auth::SIGNATURE_HEADER;
+    use gatehouse_tests::reservations::{HoldState, Reservations};
+    use gatehouse_tests::{sign_contract, unix_now};
+
+    use crate::declared_tools::{app_with, held_at_checkpoint};
+
+    const SECRET: &str = "contract-description-secret";
+    const BASE: &str = "/internal/tools/book-table";
+    let reservations = Reservations::start().await?;
+    let app = app_with(&reservations, &[("contract_secret", SECRET)], &[]).await?;
+    let relay = Relay::start().await?;
+    let api = OpenApi::load_file("openapi/tool-contract.yaml")?;
+    ensure!(api.doc["info"]["x-replay-window-seconds"] == 300, "the replay window is stated as a number");
+    let checker = Checker { base_path: BASE.to_owned(), ..Checker::new(api) };
+    let signed = |method: Method, operation: &str, body: &Value| {
+        let path = format!("{BASE}/tool/{operation}");
+        let bytes = if method == Method::GET { Vec::new() } else { body.to_string().into_bytes() };
+        let signature = sign_contract(SECRET.as_bytes(), unix_now(), method.as_str(), &path, &bytes);
+        checker
+            .http
+            .request(method, app.runner.url(&path))
+            .header("content-type", "application/json")
+            .header(SIGNATURE_HEADER, signature)
+            .body(bytes)
+    };
+    let post = |operation: &str, body: &Value| checker.send(signed(Method::POST, operation, body));
+
+    let described = checker.send(signed(Method::GET, "describe", &Value::Null)).await?.expect(200)?;
+    ensure!(described.body["name"] == "book_table" && described.body["needs_checkpoint"] == true, "{}", described.text);
+    let good = json!({"parameters": {"name": "Ada", "party_size": 4, "date": "2026-12-01", "time": "19:30"}});
+    let validated = post("validate", &good).await?.expect(200)?;
+    ensure!(validated.header(RECORDED_HEADER).is_some(), "a Gatehouse tool says it keeps its history");
+    let refused = post("validate", &json!({"parameters": {"party_size": 40}})).await?.expect(422)?;
+    ensure!(refused.body["fields"].as_array().is_some_and(|f| !f.is_empty()), "{}", refused.text);
+    let first = post("summarize", &good).await?.expect(200)?;
+    let second = post("summarize", &good).await?.expect(200)?;
+    ensure!(first.body == second.body, "summarize is deterministic: {} then {}", first.text, second.text);
+    let unsigned = checker.http.post(app.runner.url(&format!("{BASE}/tool/validate"))).json(&good);
+    checker.send(unsigned).await?.expect(401)?;
+    let once = signed(Method::POST, "validate", &good).build()?;
+    let replay = once.try_clone().context("a body that can be sent twice")?;
+    checker.send(RequestBuilder::from_parts(checker.http.clone(), once)).await?.expect(200)?;
+    checker.send(RequestBuilder::from_parts(checker.http.clone(), replay)).await?.expect(401)?;
+
+    // At the checkpoint: a repeated prepare answers the checkpoint made; execute and discard
+    // are out of order while the call waits for the caller.
+    let id = held_at_checkpoint(&app, &relay, "contract").await?;
+    let on_call = json!({"tool_call_id": id, "attempt": 1, "parameters": {}});
+    let again = post("prepare", &on_call).await?.expect(200)?;
+    let recorded = app.status(&id).await?.body;
+    ensure!(again.body["checkpoint"] == recorded["checkpoint"], "{} / {recorded}", again.text);
+    post("execute", &on_call).await?.expect(409)?;
+    post("discard", &on_call).await?.expect(409)?;
+    ensure!(reservations.holds().len() == 1, "one hold: {:?}", reservations.holds());
+
+    // Cancelled, the hold is discarded; then prepare and execute are refused, and a discard
+    // sent again does nothing more.
+    ensure!(app.cancel(&id).await?.status == 200);
+    let deadline = Instant::now() + SETTLE;
+    while reservations.holds().first().is_none_or(|hold| hold.state != HoldState::Released) {
+        ensure!(Instant::now() < deadline, "the hold was never released: {:?}", reservations.holds());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    post("prepare", &on_call).await?.expect(409)?;
+    post("execute", &on_call).await?.expect(409)?;
+    post("discard", &on_call).await?.expect(200)?;
+    ensure!(reservations.holds().len() == 1, "nothing was held again: {:?}", reservations.holds());
+
+    // Completed: execute sent again answers the outcome and books nothing more.
+    let id = held_at_checkpoint(&app, &relay, "contract").await?;
+    ensure!(app.resume(&id, "proceed").await?.status == 202);
+    let completed = app.wait_for(&id, "COMPLETED", SETTLE).await?;
+    let repeated = post("execute", &json!({"tool_call_id": id, "attempt": 1, "parameters": {}})).await?.expect(200)?;
+    ensure!(repeated.body["result"] == completed["result"], "{} / {completed}", repeated.text);
+    let booked = reservations.holds().iter().filter(|hold| hold.state == HoldState::Booked).count();
+    ensure!(booked == 1, "one booking: {:?}", reservations.holds());
+
+    let documented = checker.api.operations();
+    ensure!(documented.len() == 6, "the six operations: {documented:?}");
+    let documented: Vec<(&str, &str)> = documented.iter().map(|(t, m)| (t.as_str(), m.as_str())).collect();
+    checker.assert_operations_were_exercised(&documented)
 }

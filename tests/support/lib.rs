@@ -13,10 +13,12 @@ use anyhow::{Context, Result, bail};
 
 pub mod cluster;
 pub mod gmail;
+pub mod http_server;
 pub mod lifecycle;
 pub mod proxy;
 pub mod raw;
 pub mod reservations;
+pub mod tool_host;
 pub mod vector;
 
 pub fn workspace_root() -> PathBuf {
@@ -289,7 +291,17 @@ pub fn synthetic_corpus(count: usize) -> Result<PathBuf> {
     Ok(file)
 }
 
-/// A name no other test (or earlier run) uses, for sessions and scratch tables.
+/// Seconds since the Unix epoch, for signature timestamps.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A contract signature header value (docs/architecture.md, "Signed hops") made at
+/// `unix_seconds`, with a fresh nonce.
+pub fn sign_contract(secret: &[u8], unix_seconds: u64, method: &str, path: &str, body: &[u8]) -> String {
+    gatehouse_domain::service_auth::sign(secret, unix_seconds, &nonce(), method, path, body)
+}
+
 /// A fresh nonce for a signed service request, as a host makes one for each request.
 pub fn nonce() -> String {
     static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -298,6 +310,7 @@ pub fn nonce() -> String {
     format!("{:016x}{:08x}{:08x}", now as u64, std::process::id(), count)
 }
 
+/// A name no other test (or earlier run) uses, for sessions and scratch tables.
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -4,17 +4,13 @@
 //! does each action once per `Idempotency-Key` (answering a repeated key with the first answer),
 //! and records every request it got, so a test can count what was really done.
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+
+use crate::http_server::{Exchange, Reply, serve_on};
 
 pub const API_KEY: &str = "rsv-test-key";
 pub const SIGNING_SECRET: &str = "rsv-signing-secret";
@@ -61,22 +57,13 @@ pub struct Reservations {
 
 impl Reservations {
     pub async fn start() -> Result<Reservations> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}", listener.local_addr()?);
         let book = Arc::new(Mutex::new(Book::default()));
         let shared = book.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |request: hyper::Request<Incoming>| {
-                        let shared = shared.clone();
-                        async move { Ok::<_, Infallible>(serve(request, &shared).await) }
-                    });
-                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-                });
-            }
-        });
+        let url = serve_on("127.0.0.1:0", move |exchange| {
+            let book = shared.clone();
+            async move { serve(exchange, &book).await }
+        })
+        .await?;
         Ok(Reservations { url, book })
     }
 
@@ -105,20 +92,11 @@ impl Reservations {
     }
 }
 
-fn json_response(status: u16, body: &Value) -> hyper::Response<Full<Bytes>> {
-    let mut response = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
-    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
-    response
-}
-
-async fn serve(request: hyper::Request<Incoming>, book: &Mutex<Book>) -> hyper::Response<Full<Bytes>> {
-    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+async fn serve(exchange: Exchange, book: &Mutex<Book>) -> Reply {
+    let header = |name: &str| exchange.header(name).map(str::to_owned);
     let (signature, key, authorization) =
         (header("x-gatehouse-signature"), header("idempotency-key"), header("authorization"));
-    let method = request.method().to_string();
-    let path = request.uri().path().to_owned();
-    let raw = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let Exchange { method, path, body: raw, .. } = exchange;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let signature_valid = signature
         .as_deref()
@@ -127,7 +105,7 @@ async fn serve(request: hyper::Request<Incoming>, book: &Mutex<Book>) -> hyper::
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
 
     let (status, answer, delay) = {
-        let Ok(mut book) = book.lock() else { return json_response(500, &json!({"message": "poisoned"})) };
+        let Ok(mut book) = book.lock() else { return Reply::json(500, json!({"message": "poisoned"})) };
         book.received.push(Received {
             method: method.clone(),
             path: path.clone(),
@@ -151,7 +129,7 @@ async fn serve(request: hyper::Request<Incoming>, book: &Mutex<Book>) -> hyper::
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    json_response(status, &answer)
+    Reply::json(status, answer)
 }
 
 fn act(book: &mut Book, method: &str, path: &str, body: &Value) -> (u16, Value, Duration) {

@@ -44,6 +44,8 @@ export interface ErrorBody {
   status?: Status;
   tool_call_id?: ToolCallId;
   fields?: FieldProblem[];
+  /** Why the tool could not be used, on a `tool_unavailable`. */
+  cause?: ToolFault;
 }
 
 export interface Health {
@@ -291,6 +293,20 @@ export interface UnavailableTool {
   aliases: string[];
   component: string;
   available: false;
+  /** Why its `describe` got no answer. */
+  cause: ToolFault;
+}
+/** Why a tool could not be used; `kind` names the remedy (docs/deploying.md). */
+export interface ToolFault {
+  kind:
+    | "not_allowed"
+    | "no_connection"
+    | "timed_out"
+    | "signature_refused"
+    | "error_status"
+    | "bad_answer"
+    | "misconfigured";
+  explanation: string;
 }
 export interface ToolList {
   tools: Array<AvailableTool | UnavailableTool>;

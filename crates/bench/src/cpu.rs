@@ -196,12 +196,21 @@ mod tests {
         let runner = [Watched { name: "runner".into(), target: Target::ThisProcessButClients }];
         let me = [Watched { name: "me".into(), target: Target::Process(std::process::id()) }];
         let (runner_before, me_before) = (sample(&runner).expect("sampled"), sample(&me).expect("sampled"));
-        // The client thread stays alive until sampled, as the benchmark's clients do.
+        // The client thread stays alive until sampled, as the benchmark's clients do. It spins
+        // until the process has used 30 ticks of CPU, not for a wall-clock time: on a busy
+        // machine 300 ms of wall clock can be far fewer ticks.
         let (spun, sampled) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let start = me_before.ticks[0];
+        let whole_process = me.clone();
         let client = std::thread::Builder::new()
             .name(CLIENT_THREADS.into())
             .spawn(move || {
-                spin(Duration::from_millis(300));
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                while std::time::Instant::now() < deadline
+                    && sample(&whole_process).is_ok_and(|now| now.ticks[0] < start + 30)
+                {
+                    spin(Duration::from_millis(20));
+                }
                 let _ = spun.0.send(());
                 let _ = sampled.1.recv();
             })

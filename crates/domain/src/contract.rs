@@ -16,6 +16,11 @@ use crate::{FieldProblem, SessionId, ToolCallId};
 /// The path prefix of the contract on a tool component.
 pub const CONTRACT_PATH: &str = "/tool";
 
+/// The response header by which a tool says it wrote the operation's `tool_executions` row
+/// itself (the contract server of a Gatehouse tool component does). The caller writes the row
+/// for a tool that does not say so (docs/architecture.md, "Observability").
+pub const RECORDED_HEADER: &str = "gatehouse-execution-recorded";
+
 /// One operation of the contract; also the last segment of its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -191,6 +196,64 @@ pub struct ToolRefusal {
     pub error: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<FieldProblem>,
+}
+
+/// Why a tool could not be used: what `/voice-tools/tools` lists beside an unavailable tool
+/// and what a create's 502 `tool_unavailable` carries as its `cause`, so an operator reads it
+/// in the answer, not only in a log (docs/architecture.md, "The tool contract").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolFault {
+    pub kind: FaultKind,
+    /// One sentence for an operator. It names no secret and quotes nothing the tool answered.
+    pub explanation: String,
+}
+
+/// The kinds of [`ToolFault`], each with one remedy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// The manifest's `allowed_outbound_hosts` does not let the component reach the tool.
+    NotAllowed,
+    /// No connection could be made: refused, no such host, no route.
+    NoConnection,
+    /// The tool did not answer within its timeout.
+    TimedOut,
+    /// The tool refused the request's contract signature (401 or 403): the two sides'
+    /// `contract_secret` differ, or one side has none.
+    SignatureRefused,
+    /// The tool answered with a status the contract does not give (a 5xx, a trap, a 404).
+    ErrorStatus,
+    /// The tool answered 2xx or 422 with a body that is not the contract's shape, one longer
+    /// than an answer may be, or the exchange broke off.
+    BadAnswer,
+    /// This side could not make the request (a variable it needs could not be read).
+    Misconfigured,
+}
+
+impl FaultKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::NotAllowed => "not_allowed",
+            FaultKind::NoConnection => "no_connection",
+            FaultKind::TimedOut => "timed_out",
+            FaultKind::SignatureRefused => "signature_refused",
+            FaultKind::ErrorStatus => "error_status",
+            FaultKind::BadAnswer => "bad_answer",
+            FaultKind::Misconfigured => "misconfigured",
+        }
+    }
+}
+
+impl ToolFault {
+    pub fn new(kind: FaultKind, explanation: impl Into<String>) -> ToolFault {
+        ToolFault { kind, explanation: explanation.into() }
+    }
+}
+
+impl std::fmt::Display for ToolFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.explanation, self.kind.as_str())
+    }
 }
 
 #[cfg(test)]

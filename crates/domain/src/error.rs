@@ -147,6 +147,9 @@ pub struct ApiError {
     pub tool_call_id: Option<ToolCallId>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<FieldProblem>,
+    /// Why the tool could not be used, on a `tool_unavailable`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<crate::contract::ToolFault>,
     /// The methods a 405 must list in its `Allow` header.
     #[serde(skip)]
     pub allow: Option<String>,
@@ -163,6 +166,7 @@ impl ApiError {
             call_status: None,
             tool_call_id: None,
             fields: Vec::new(),
+            cause: None,
             allow: None,
             detail: None,
         }
@@ -248,8 +252,14 @@ impl ApiError {
         )
     }
 
-    pub fn tool_unavailable(tool: &str) -> Self {
-        Self::new(ErrorCode::ToolUnavailable, format!("The {tool} tool is not answering right now. Please try again."))
+    /// 502: the tool could not be used, and why.
+    pub fn tool_unavailable(tool: &str, cause: crate::contract::ToolFault) -> Self {
+        let mut error = Self::new(
+            ErrorCode::ToolUnavailable,
+            format!("The {tool} tool is not answering right now. Please try again."),
+        );
+        error.cause = Some(cause);
+        error
     }
 
     pub fn internal() -> Self {

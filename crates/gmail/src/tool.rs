@@ -52,7 +52,8 @@ impl Tool for GmailTool {
                     "subject": {"type": "string", "maxLength": params::MAX_SUBJECT_CHARS, "description": "One line, no line breaks"},
                     "body": {"type": "string", "description": "Plain text"},
                     "reference_context": {"type": "string", "description": "A session context key whose data the email uses, e.g. last_query_results"}
-                }
+                },
+                "examples": [{"to": "john.smith@gmail.com", "subject": "Meeting Tomorrow", "body": "Hi John, shall we meet at 10?"}]
             }),
             needs_checkpoint: true,
             // Sending adds a message to other people's mailboxes: nothing is overwritten, but

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use gatehouse_domain::callback::CallbackKind;
-use gatehouse_domain::contract::{Operation, ToolDescription};
+use gatehouse_domain::contract::{Operation, ToolDescription, ToolFault};
 use gatehouse_domain::{FieldChange, SessionId, Status, ToolCallId};
 use gatehouse_store::{ContextView, ToolCall};
 use gatehouse_tool::RegistryEntry;
@@ -210,19 +210,22 @@ pub enum ListedTool {
         component: String,
         /// Always false.
         available: bool,
+        /// Why its `describe` got no answer.
+        cause: ToolFault,
     },
 }
 
 impl ListedTool {
     /// The registry's `entry`, described by its tool if it answered.
-    pub(crate) fn new(entry: RegistryEntry, described: Option<ToolDescription>) -> ListedTool {
+    pub(crate) fn new(entry: RegistryEntry, described: Result<ToolDescription, ToolFault>) -> ListedTool {
         match described {
-            Some(description) => ListedTool::Available { description, component: entry.component, available: true },
-            None => ListedTool::Unavailable {
+            Ok(description) => ListedTool::Available { description, component: entry.component, available: true },
+            Err(cause) => ListedTool::Unavailable {
                 name: entry.name,
                 aliases: entry.aliases,
                 component: entry.component,
                 available: false,
+                cause,
             },
         }
     }
@@ -343,6 +346,7 @@ pub struct SweepReport {
 
 #[cfg(test)]
 mod tests {
+    use gatehouse_domain::contract::FaultKind;
     use serde::de::DeserializeOwned;
     use serde_json::json;
 
@@ -475,10 +479,12 @@ mod tests {
         let mut expected = serde_json::to_value(&description).expect("a description serializes");
         expected["component"] = json!("gmail");
         expected["available"] = json!(true);
-        assert_eq!(wire(&ListedTool::new(entry.clone(), Some(description))), expected);
+        assert_eq!(wire(&ListedTool::new(entry.clone(), Ok(description))), expected);
         assert!(expected.get("effects").is_none(), "a tool that says nothing of its effects has none listed");
-        let unavailable = json!({"name": "send_email", "aliases": ["email"], "component": "gmail", "available": false});
-        assert_eq!(wire(&ListedTool::new(entry, None)), unavailable);
+        let cause = ToolFault::new(FaultKind::TimedOut, "no answer from component gmail within 5000 ms");
+        let unavailable = json!({"name": "send_email", "aliases": ["email"], "component": "gmail", "available": false,
+                                 "cause": {"kind": "timed_out", "explanation": "no answer from component gmail within 5000 ms"}});
+        assert_eq!(wire(&ListedTool::new(entry, Err(cause))), unavailable);
         round_trips::<ToolList>(json!({"tools": [expected, unavailable]}));
     }
 

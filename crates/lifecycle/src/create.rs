@@ -142,7 +142,7 @@ pub(crate) fn session_full(cap: i64) -> ApiError {
 pub(crate) fn tool_error(error: ToolError, tool: &str) -> ApiError {
     match error {
         ToolError::Refused(refusal) => ApiError::validation_failed(refusal.error, refusal.fields),
-        ToolError::Crashed(detail) => ApiError::tool_unavailable(tool).with_detail(detail),
+        ToolError::Crashed(fault) => ApiError::tool_unavailable(tool, fault),
     }
 }
 
@@ -215,7 +215,11 @@ mod tests {
         let problem = FieldProblem { field: "to".into(), problem: "is not an address".into() };
         let refused = tool_error(ToolError::Refused(ToolRefusal { error: "No.".into(), fields: vec![problem] }), "t");
         assert_eq!((refused.code, refused.fields.len()), (ErrorCode::ValidationFailed, 1));
-        let crashed = tool_error(ToolError::Crashed("trap".into()), "t");
+        use gatehouse_domain::contract::{FaultKind, ToolFault};
+        let fault = ToolFault::new(FaultKind::ErrorStatus, "component t answered validate with HTTP 500");
+        let crashed = tool_error(ToolError::Crashed(fault.clone()), "t");
         assert_eq!((crashed.code, crashed.http_status()), (ErrorCode::ToolUnavailable, 502));
+        let wire = serde_json::to_value(&crashed).unwrap_or_default();
+        assert_eq!(wire["cause"], serde_json::json!({"kind": "error_status", "explanation": fault.explanation}));
     }
 }

@@ -237,8 +237,8 @@ impl Walker<'_> {
                 let failed = gatehouse_store::fail_call(&*self.ctx.db()?, &id, self.owner, &reason, &refusal.error)?;
                 self.settled(failed)
             }
-            ToolError::Crashed(detail) => {
-                let problem = format!("the tool crashed during {}: {detail}", operation.as_str());
+            ToolError::Crashed(fault) => {
+                let problem = format!("the tool crashed during {}: {fault}", operation.as_str());
                 gatehouse_platform::log_line("warn", &format!("{id}: {problem}"));
                 let retry = self.ctx.config().retry()?;
                 gatehouse_store::release_lease(&*self.ctx.db()?, &id, self.owner, &problem, retry)?;

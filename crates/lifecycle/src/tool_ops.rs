@@ -4,7 +4,7 @@
 //! had come. It uses no other operation's module, so all of them can use it.
 
 use gatehouse_domain::Status;
-use gatehouse_domain::contract::{Checkpoint, ToolRequest};
+use gatehouse_domain::contract::{Checkpoint, FaultKind, ToolFault, ToolRequest};
 use gatehouse_store::ToolCall;
 use gatehouse_tool::ToolError;
 
@@ -42,7 +42,7 @@ pub(crate) async fn discard(ctx: &Ctx, call: &ToolCall, checkpoint: Checkpoint) 
     let request = ToolRequest { checkpoint: Some(checkpoint), attempt: 1, ..tool_request(call) };
     let outcome = match ctx.config().tool(&call.function_name, &call.component) {
         Ok(tool) => tool.discard(&request).await,
-        Err(e) => Err(ToolError::Crashed(e.to_string())),
+        Err(e) => Err(ToolError::Crashed(ToolFault::new(FaultKind::Misconfigured, e.to_string()))),
     };
     if let Err(e) = &outcome {
         gatehouse_platform::log_line("warn", &format!("discarding the prepared work of {}: {e}", call.tool_call_id));

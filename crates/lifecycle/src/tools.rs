@@ -1,11 +1,11 @@
 //! The tool registry as clients see it: `GET /voice-tools/tools`, and each tool's execution
 //! history and stats (docs/architecture.md, "Observability").
 
-use gatehouse_domain::contract::ToolDescription;
+use gatehouse_domain::contract::{FaultKind, ToolDescription, ToolFault};
 use gatehouse_domain::{ApiError, ErrorCode};
 use gatehouse_store::{ExecutionCursor, ExecutionFilter};
-use gatehouse_tool::RegistryEntry;
 use gatehouse_tool::history::Outcome;
+use gatehouse_tool::{RegistryEntry, ToolError};
 
 use crate::{Ctx, ExecutionsPage, ListedTool, ToolList, ToolStats};
 
@@ -22,17 +22,23 @@ pub async fn list_tools(ctx: &Ctx) -> Result<ToolList, ApiError> {
     Ok(ToolList { tools: tools.collect() })
 }
 
-/// Every registered tool as it describes itself; `None` for one that could not be reached,
-/// since one tool being down must not hide the others.
-pub async fn describe_tools(ctx: &Ctx) -> Result<Vec<(RegistryEntry, Option<ToolDescription>)>, ApiError> {
+/// Every registered tool as it describes itself, or why it could not be described: one tool
+/// being down must not hide the others.
+pub async fn describe_tools(ctx: &Ctx) -> Result<Vec<(RegistryEntry, Result<ToolDescription, ToolFault>)>, ApiError> {
     let registry = ctx.config().registry()?;
     let mut tools = Vec::new();
     for entry in registry.entries() {
         let described = match ctx.config().tool(&entry.name, &entry.component)?.describe().await {
-            Ok(description) => Some(description),
+            Ok(description) => Ok(description),
             Err(e) => {
                 gatehouse_platform::log_line("warn", &format!("describing {}: {e}", entry.component));
-                None
+                Err(match e {
+                    ToolError::Crashed(fault) => fault,
+                    ToolError::Refused(refusal) => ToolFault::new(
+                        FaultKind::BadAnswer,
+                        format!("describe was answered with a refusal: {}", refusal.error),
+                    ),
+                })
             }
         };
         tools.push((entry.clone(), described));

@@ -28,8 +28,11 @@ const REGISTERED_ANSWERS: &[&str] = &["ToolCall", "Accepted", "CancelResponse"];
 /// its own. `request_tool` describes every registered tool's parameters, as the tools describe
 /// themselves.
 pub async fn list(ctx: &Ctx, era: &Era) -> Result<Value, ApiError> {
-    let tools: Vec<ToolDescription> =
-        gatehouse_lifecycle::describe_tools(ctx).await?.into_iter().filter_map(|(_, described)| described).collect();
+    let tools: Vec<ToolDescription> = gatehouse_lifecycle::describe_tools(ctx)
+        .await?
+        .into_iter()
+        .filter_map(|(_, described)| described.ok())
+        .collect();
     let definitions = Definitions::load();
     let mut list: Vec<Value> = OPERATIONS
         .iter()

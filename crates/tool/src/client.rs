@@ -1,9 +1,10 @@
 use std::time::Duration;
 
 use gatehouse_domain::contract::{
-    Checkpoint, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
+    Checkpoint, Executed, FaultKind, Operation, Prepared, RECORDED_HEADER, Summary, ToolDescription, ToolFault,
+    ToolRefusal, ToolRequest, Validated,
 };
-use gatehouse_platform::Method;
+use gatehouse_platform::{Method, SendFailure};
 use serde::de::DeserializeOwned;
 
 use crate::history::{Execution, Outcome, ToolIdentity};
@@ -16,9 +17,9 @@ pub enum ToolError {
     #[error("{}", .0.error)]
     Refused(ToolRefusal),
     /// The tool trapped, timed out, could not be reached or answered nonsense; the operation
-    /// may be retried.
+    /// may be retried. The fault says which, for the answer and the tools list.
     #[error("{0}")]
-    Crashed(String),
+    Crashed(ToolFault),
 }
 
 /// A tool's refusal with its sentence and field problems cut to their bounds: the tool wrote
@@ -65,51 +66,91 @@ impl ToolClient {
     }
 
     pub async fn describe(&self) -> Result<ToolDescription, ToolError> {
-        self.call(Operation::Describe, None).await
+        self.exchange(Operation::Describe, None).await.map(|(description, _)| description).map_err(|(error, _)| error)
     }
 
+    /// The tool's `validate`. A tool that neither wrote its history row nor handed it over
+    /// (a tool on another host that is not a Gatehouse component) gets it made here, for the
+    /// caller to write with its own work, as a handed-over row is.
     pub async fn validate(&self, request: &ToolRequest) -> Result<Validated, ToolError> {
-        self.call(Operation::Validate, Some(request)).await
+        let (mut validated, unrecorded) = self.call::<Validated>(Operation::Validate, request).await?;
+        if let Some(execution) = unrecorded
+            && validated.execution.is_none()
+        {
+            validated.execution = Some(execution.handed_over());
+        }
+        Ok(validated)
     }
 
     pub async fn summarize(&self, request: &ToolRequest) -> Result<String, ToolError> {
-        self.call::<Summary>(Operation::Summarize, Some(request)).await.map(|s| s.summary)
+        self.recorded::<Summary>(Operation::Summarize, request).await.map(|s| s.summary)
     }
 
     pub async fn prepare(&self, request: &ToolRequest) -> Result<Option<Checkpoint>, ToolError> {
-        self.call::<Prepared>(Operation::Prepare, Some(request)).await.map(|p| p.checkpoint)
+        self.recorded::<Prepared>(Operation::Prepare, request).await.map(|p| p.checkpoint)
     }
 
     pub async fn execute(&self, request: &ToolRequest) -> Result<Executed, ToolError> {
-        self.call(Operation::Execute, Some(request)).await
+        self.recorded(Operation::Execute, request).await
     }
 
     pub async fn discard(&self, request: &ToolRequest) -> Result<(), ToolError> {
-        self.call::<serde_json::Value>(Operation::Discard, Some(request)).await.map(drop)
+        self.recorded::<serde_json::Value>(Operation::Discard, request).await.map(drop)
     }
 
-    async fn call<T: DeserializeOwned>(&self, op: Operation, request: Option<&ToolRequest>) -> Result<T, ToolError> {
-        let execution =
-            request.map(|r| Execution::begin(self.identity(), op, r.tool_call_id.as_ref(), r.trace_id.as_deref()));
-        let outcome = self.exchange(op, request).await;
-        // A tool that answered wrote its own row; one that crashed could not, so it is
-        // written here, or the history would hide exactly the executions that went wrong.
-        if let (Err(ToolError::Crashed(detail)), Some(execution)) = (&outcome, execution) {
-            execution.end(Outcome::Crashed, Some(detail)).write();
+    /// An operation whose history row is written by the time it returns, whoever wrote it.
+    async fn recorded<T: DeserializeOwned>(&self, op: Operation, request: &ToolRequest) -> Result<T, ToolError> {
+        let (answer, unrecorded) = self.call(op, request).await?;
+        if let Some(execution) = unrecorded {
+            execution.end(Outcome::Ok, None).write();
         }
-        outcome
+        Ok(answer)
     }
 
+    /// One operation on a call, and its history row (docs/architecture.md, "Observability"):
+    /// a Gatehouse tool writes its own and says so with [`RECORDED_HEADER`]; for any other
+    /// tool, and for every crash (the tool could not write it), the row is written here. A
+    /// success the tool did not record comes back unwritten, for the caller to finish.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        op: Operation,
+        request: &ToolRequest,
+    ) -> Result<(T, Option<Execution>), ToolError> {
+        let execution =
+            Execution::begin(self.identity(), op, request.tool_call_id.as_ref(), request.trace_id.as_deref());
+        match self.exchange(op, Some(request)).await {
+            Ok((answer, true)) => Ok((answer, None)),
+            Ok((answer, false)) => Ok((answer, Some(execution))),
+            Err((error, recorded)) => {
+                let outcome = match &error {
+                    ToolError::Crashed(_) => Some(Outcome::Crashed),
+                    ToolError::Refused(_) if recorded => None,
+                    ToolError::Refused(_) if op == Operation::Validate => Some(Outcome::Rejected),
+                    ToolError::Refused(_) => Some(Outcome::Failed),
+                };
+                if let Some(outcome) = outcome {
+                    execution.end(outcome, Some(&error.to_string())).write();
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The request and its answer; with it, whether the tool recorded the operation itself.
     async fn exchange<T: DeserializeOwned>(
         &self,
         op: Operation,
         request: Option<&ToolRequest>,
-    ) -> Result<T, ToolError> {
-        let url = ToolTarget::of(&self.component).url(&op.path());
+    ) -> Result<(T, bool), (ToolError, bool)> {
+        let crashed =
+            |kind: FaultKind, explanation: String| (ToolError::Crashed(ToolFault::new(kind, explanation)), false);
+        let target = ToolTarget::of(&self.component);
+        let url = target.url(&op.path());
         let (method, body) = match request {
             Some(request) => (
                 Method::Post,
-                serde_json::to_vec(request).map_err(|e| ToolError::Crashed(format!("encoding the request: {e}")))?,
+                serde_json::to_vec(request)
+                    .map_err(|e| crashed(FaultKind::Misconfigured, format!("the request could not be encoded: {e}")))?,
             ),
             None => (Method::Get, Vec::new()),
         };
@@ -118,23 +159,60 @@ impl ToolClient {
         if let Some(traceparent) = &traceparent {
             headers.push(("traceparent", traceparent));
         }
-        let signature = gatehouse_platform::service_signature(&method, &url, &body)
-            .map_err(|e| ToolError::Crashed(format!("signing the request: {}", e.message)))?;
+        let signature = gatehouse_platform::service_signature(&method, &url, &body).map_err(|e| {
+            crashed(FaultKind::Misconfigured, format!("the request could not be signed: {}", e.message))
+        })?;
         if let Some((name, value)) = &signature {
             headers.push((name, value));
         }
-        let answer = gatehouse_platform::send(method, &url, &headers, body, self.timeout)
-            .await
-            .map_err(|e| ToolError::Crashed(format!("{} {}: {e}", self.component, op.as_str())))?;
-        let crashed = |what: String| ToolError::Crashed(format!("{} {}: {what}", self.component, op.as_str()));
+        let answer = gatehouse_platform::send(method, &url, &headers, body, self.timeout).await.map_err(|failure| {
+            let (kind, explanation) = unanswered(target, &failure);
+            crashed(kind, explanation)
+        })?;
+        let recorded = answer.header(RECORDED_HEADER).is_some();
+        let unreadable = |what: &str, e: serde_json::Error| {
+            crashed(
+                FaultKind::BadAnswer,
+                format!("{} answered {} with {what} that is not the contract's: {e}", target.origin(), op.as_str()),
+            )
+        };
         match answer.status {
-            200..=299 => serde_json::from_slice(&answer.body).map_err(|e| crashed(format!("unreadable answer: {e}"))),
+            200..=299 => serde_json::from_slice(&answer.body)
+                .map(|answer| (answer, recorded))
+                .map_err(|e| unreadable("a body", e)),
             422 => {
                 let refusal: ToolRefusal =
-                    serde_json::from_slice(&answer.body).map_err(|e| crashed(format!("unreadable refusal: {e}")))?;
-                Err(ToolError::Refused(bounded(refusal)))
+                    serde_json::from_slice(&answer.body).map_err(|e| unreadable("a refusal", e))?;
+                Err((ToolError::Refused(bounded(refusal)), recorded))
             }
-            status => Err(crashed(format!("answered HTTP {status}"))),
+            status @ (401 | 403) => Err(crashed(
+                FaultKind::SignatureRefused,
+                format!(
+                    "{} refused the request's contract signature (HTTP {status}): the two sides' contract_secret differ, or one has none",
+                    target.origin()
+                ),
+            )),
+            status => Err(crashed(
+                FaultKind::ErrorStatus,
+                format!("{} answered {} with HTTP {status}", target.origin(), op.as_str()),
+            )),
         }
+    }
+}
+
+/// Why a request got no answer, in a sentence an operator acts on.
+fn unanswered(target: ToolTarget<'_>, failure: &SendFailure) -> (FaultKind, String) {
+    let origin = target.origin();
+    match failure {
+        SendFailure::Denied => (
+            FaultKind::NotAllowed,
+            format!("the manifest's allowed_outbound_hosts for this component does not name {origin}"),
+        ),
+        SendFailure::NotConnected(why) => (FaultKind::NoConnection, format!("no connection to {origin} ({why})")),
+        SendFailure::TimedOut(after) => {
+            (FaultKind::TimedOut, format!("no answer from {origin} within {} ms", after.as_millis()))
+        }
+        SendFailure::TooLarge(cap) => (FaultKind::BadAnswer, format!("{origin} answered with more than {cap} bytes")),
+        SendFailure::Transport(why) => (FaultKind::BadAnswer, format!("the exchange with {origin} broke off: {why}")),
     }
 }

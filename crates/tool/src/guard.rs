@@ -94,7 +94,11 @@ fn as_recorded(call: &ToolCall, request: &ToolRequest, may_have_started: bool) -
 fn recorded(op: Operation, call: &ToolCall) -> Result<Guarded, ApiError> {
     let id = call.tool_call_id.clone();
     match (op, call.status) {
-        (Operation::Prepare, _) if call.prepared_at.is_some() => {
+        // A call that will never run (cancelled, expired, failed) had its preparation
+        // discarded, or will have: a prepare then is out of order (409, below).
+        (Operation::Prepare, Status::Prepared | Status::Executing | Status::Completed)
+            if call.prepared_at.is_some() =>
+        {
             let prepared = Prepared { checkpoint: call.checkpoint.clone() };
             Ok(Guarded::Recorded(serde_json::to_value(prepared).map_err(encoding)?))
         }

@@ -34,6 +34,21 @@ impl<'a> ToolTarget<'a> {
         }
     }
 
+    /// Where the tool is, for an operator reading why it could not be reached: the component
+    /// id, or the URL's scheme, host and port (never its path, which may carry a token).
+    pub fn origin(self) -> String {
+        match self {
+            ToolTarget::Component(id) => format!("component {id}"),
+            ToolTarget::Url(base) => {
+                let (scheme, rest) = base.split_once("://").unwrap_or(("", base));
+                let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+                // Credentials in the authority (user:password@) are not shown.
+                let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+                format!("{scheme}://{host}")
+            }
+        }
+    }
+
     /// The URL of the contract operation at `path` (`/tool/prepare`).
     pub fn url(self, path: &str) -> String {
         match self {
@@ -118,6 +133,9 @@ mod tests {
             local.map(|t| t.url("/tool/describe")).as_deref(),
             Some("http://fixture.spin.internal/tool/describe")
         );
+        assert_eq!(gmail.map(ToolTarget::origin).as_deref(), Some("https://tools.example.com"));
+        assert_eq!(ToolTarget::of("https://u:p@h:8443/x?token=1").origin(), "https://h:8443");
+        assert_eq!(local.map(ToolTarget::origin).as_deref(), Some("component fixture"));
         assert!(ToolRegistry::parse("send_email=https://").is_err());
         assert!(ToolRegistry::parse("send_email=http:///x").is_err());
     }

@@ -60,7 +60,7 @@ macro_rules! tool_component {
             let component = ::gatehouse_http::this_component!();
             let tool = $tool;
             ::gatehouse_http::serve(component, req, out, |req| {
-                $crate::contract_routes(component, &tool)
+                $crate::contract_routes(component, &tool, &req)
                     .post($route, ::gatehouse_http::Access::Token, move |req, _params| $handler(component, req))
                     .dispatch(req)
             })
@@ -71,7 +71,7 @@ macro_rules! tool_component {
 
 /// Serves the contract of `tool` (see [`contract_routes`]), and nothing else.
 pub async fn serve_tool<T: Tool>(component: Component, req: IncomingRequest, out: ResponseOutparam, tool: &T) {
-    gatehouse_http::serve(component, req, out, |req| contract_routes(component, tool).dispatch(req)).await
+    gatehouse_http::serve(component, req, out, |req| contract_routes(component, tool, &req).dispatch(req)).await
 }
 
 /// The contract's routes: `/tool/<operation>` under the chained route `/...` (a component of
@@ -81,13 +81,23 @@ pub async fn serve_tool<T: Tool>(component: Component, req: IncomingRequest, out
 ///
 /// Every method reaches the handler: `describe` answers any of them, the other operations
 /// only POST, and an unknown operation is a 404 whatever the method.
-pub fn contract_routes<'a, T: Tool>(component: Component, tool: &'a T) -> Router<'a> {
+pub fn contract_routes<'a, T: Tool>(component: Component, tool: &'a T, req: &Request) -> Router<'a> {
     let contract = move |req, params| handle(req, params, component, tool);
-    Router::new().any(gatehouse_http::CHAINED_ROUTE, Access::Service, contract).any(
-        format!("/internal/tools/{}/...", component.name),
-        Access::Service,
-        contract,
-    )
+    // The manifest names a tool host's route after the component's id, which a component
+    // serving a declared tool (one crate, many ids) cannot know: the route Spin matched is
+    // taken when it has that shape.
+    let exposed = gatehouse_http::header(req, "spin-matched-route")
+        .filter(|route| is_tool_host_route(route))
+        .map_or_else(|| format!("/internal/tools/{}/...", component.name), str::to_owned);
+    Router::new().any(gatehouse_http::CHAINED_ROUTE, Access::Service, contract).any(exposed, Access::Service, contract)
+}
+
+/// `/internal/tools/<one segment>/...`
+fn is_tool_host_route(route: &str) -> bool {
+    route
+        .strip_prefix("/internal/tools/")
+        .and_then(|rest| rest.strip_suffix("/..."))
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 /// The tool as this component describes it, with the component's own version.
@@ -123,8 +133,10 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
     let request = match op {
         Operation::Prepare | Operation::Execute | Operation::Discard => match crate::guard::guard(op, &request)? {
             Guarded::Act(request) => request,
-            Guarded::Recorded(answer) => return Ok(gatehouse_http::json_response(200, &answer).into()),
-            Guarded::RecordedFailure(refusal) => return Ok(gatehouse_http::json_response(422, &refusal).into()),
+            Guarded::Recorded(answer) => return Ok(recorded(gatehouse_http::json_response(200, &answer)).into()),
+            Guarded::RecordedFailure(refusal) => {
+                return Ok(recorded(gatehouse_http::json_response(422, &refusal)).into());
+            }
         },
         Operation::Describe | Operation::Validate | Operation::Summarize => request,
     };
@@ -135,7 +147,9 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
     let execution = Execution::begin(identity, op, request.tool_call_id.as_ref(), request.trace_id.as_deref());
     let (response, finished) = match run(tool, &description, op, &request, &execution).await {
         // An accepted validate handed its row to the caller, in its answer.
-        Ok(body) if op == Operation::Validate => return Ok(gatehouse_http::json_response(200, &body).into()),
+        Ok(body) if op == Operation::Validate => {
+            return Ok(recorded(gatehouse_http::json_response(200, &body)).into());
+        }
         Ok(body) => (gatehouse_http::json_response(200, &body), execution.end(Outcome::Ok, None)),
         Err(refusal) => {
             let outcome = if op == Operation::Validate { Outcome::Rejected } else { Outcome::Failed };
@@ -143,7 +157,15 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
             (gatehouse_http::json_response(422, &refusal), finished)
         }
     };
-    Ok(Reply::from(response).then(async move { finished.write() }))
+    Ok(Reply::from(recorded(response)).then(async move { finished.write() }))
+}
+
+/// Tells the caller that this operation's history is taken care of: written here after the
+/// answer, handed over in a `validate`'s answer, or nothing to write for an answer repeated
+/// from the record.
+fn recorded(mut response: gatehouse_http::Response) -> gatehouse_http::Response {
+    response.set_header(gatehouse_domain::contract::RECORDED_HEADER, "1");
+    response
 }
 
 async fn run<T: Tool>(

@@ -48,6 +48,7 @@ pub fn parameters_schema() -> Value {
                     }
                 }
             }
-        }
+        },
+        "examples": [{"user_query": "quarterly sales in the Northwest", "structured_query": {"filters": {"region": "Northwest"}, "top_k": 3}}]
     })
 }

@@ -21,12 +21,22 @@ class FieldProblem(TypedDict):
     problem: str
 
 
+class ToolFault(TypedDict):
+    """Why a tool could not be used; ``kind`` names the remedy (docs/deploying.md)."""
+
+    kind: Literal[
+        "not_allowed", "no_connection", "timed_out", "signature_refused", "error_status", "bad_answer", "misconfigured"
+    ]
+    explanation: str
+
+
 class ErrorBody(TypedDict, total=False):
     error: Required[str]
     code: Required[str]
     status: Status
     tool_call_id: str
     fields: List[FieldProblem]
+    cause: ToolFault
 
 
 class Health(TypedDict):
@@ -341,5 +351,5 @@ SCHEMAS = {
     "CallbackAttempts": CallbackAttempts, "ExecuteGmailRequest": ExecuteGmailRequest,
     "QueryVectorDbRequest": QueryVectorDbRequest, "ProgressCallback": ProgressCallback,
     "CheckpointCallback": CheckpointCallback, "CompletionCallback": CompletionCallback,
-    "Health": Health, "Error": ErrorBody,
+    "Health": Health, "Error": ErrorBody, "ToolFault": ToolFault,
 }

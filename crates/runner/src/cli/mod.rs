@@ -40,8 +40,9 @@ enum Command {
     /// Start or stop the embedded PostgreSQL on its own, for tests and tools.
     #[command(subcommand)]
     Db(DbCommand),
-    /// Declared tools: check declaration files, or add one to the manifest.
-    #[command(subcommand)]
+    /// Tools: check declaration files or running tools (the conformance kit), or add a
+    /// declared tool to the manifest.
+    #[command(subcommand, visible_alias = "tool")]
     Tools(tools::ToolsCommand),
 }
 
@@ -107,7 +108,7 @@ impl Cli {
                 Ok(())
             }
             Command::Db(DbCommand::Stop(args)) => crate::db::stop_embedded(&args.project_root()?, &args.state_dir()?),
-            Command::Tools(command) => tools::run(command),
+            Command::Tools(command) => tools::run(command).await,
         }
     }
 }

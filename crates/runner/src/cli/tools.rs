@@ -1,5 +1,6 @@
 //! `gatehouse tools check` and `gatehouse tools add`: declared tools (docs/tools.md, "A declared
-//! tool"), checked before anything starts and registered in one step.
+//! tool"), checked before anything starts and registered in one step; and the conformance kit,
+//! which checks a running tool against the tool contract (docs/tools.md, "Checking a tool").
 //!
 //! A declared tool is a component of spin.toml whose `declaration` variable names its
 //! declaration file, mounted with the component's `files`. `add` writes that component, its
@@ -23,8 +24,9 @@ const DECLARED_TOOL_SOURCE: &str = "target/wasm32-wasip2/release/declared_tool.w
 
 #[derive(Subcommand)]
 pub(crate) enum ToolsCommand {
-    /// Check declaration files, or with none every declared tool of the manifest; prints each
-    /// problem as `FILE: FIELD: WHAT IS WRONG`.
+    /// Check declaration files (each problem as `FILE: FIELD: WHAT IS WRONG`), or with none
+    /// every declared tool of the manifest; or run the conformance kit against running tools,
+    /// named by their contract's base URL, and print each rule's verdict.
     Check(CheckArgs),
     /// Check a declaration file and register it in the manifest: its component (sharing the
     /// declared-tool `.wasm`), routes, variables and `tool_registry` entry.
@@ -35,8 +37,74 @@ pub(crate) enum ToolsCommand {
 pub(crate) struct CheckArgs {
     #[command(flatten)]
     app: AppArgs,
-    /// Declaration files (TOML); none checks the manifest's declared tools.
-    files: Vec<PathBuf>,
+    /// Declaration files (TOML); running tools, by the base URL of their contract
+    /// (`https://tools.example.com/internal/tools/gmail`); or, with --through, component ids of
+    /// that application. None checks the manifest's declared tools. The kit signs its requests
+    /// with GATEHOUSE_CONTRACT_SECRET when it is set.
+    targets: Vec<String>,
+    /// A Gatehouse application the tools are registered in (`http://127.0.0.1:3000`): the kit
+    /// makes real calls through it, for a tool that keeps its calls in Gatehouse's database. Its
+    /// API token is GATEHOUSE_TOKEN.
+    #[arg(long)]
+    through: Option<String>,
+    /// With --through, the function name the tool is registered under (its described name by
+    /// default).
+    #[arg(long)]
+    function: Option<String>,
+    /// Parameters the tool accepts, as a JSON object (the first of its schema's `examples` by
+    /// default). `execute` really runs once with them: point the tool at a test backend.
+    #[arg(long)]
+    example: Option<String>,
+    /// How long any answer may take, in milliseconds; a slower one is cut and fails its rule.
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+}
+
+/// What one argument of `tools check` names.
+enum CheckTarget {
+    Declaration(PathBuf),
+    /// A contract's base URL.
+    Running(String),
+}
+
+impl CheckArgs {
+    fn target(&self, argument: &str) -> CheckTarget {
+        if argument.starts_with("http://") || argument.starts_with("https://") {
+            return CheckTarget::Running(argument.trim_end_matches('/').to_owned());
+        }
+        match &self.through {
+            Some(app) if !argument.contains(['/', '.']) => {
+                CheckTarget::Running(format!("{}/internal/tools/{argument}", app.trim_end_matches('/')))
+            }
+            _ => CheckTarget::Declaration(PathBuf::from(argument)),
+        }
+    }
+
+    fn kit(&self, base_url: String) -> Result<gatehouse_conformance::Kit> {
+        let example = match &self.example {
+            None => None,
+            Some(text) => Some(
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+                    .context("--example must be a JSON object of parameters")?,
+            ),
+        };
+        let through = match &self.through {
+            None => None,
+            Some(app) => Some(gatehouse_conformance::Lifecycle {
+                base_url: app.clone(),
+                token: std::env::var("GATEHOUSE_TOKEN")
+                    .context("--through needs the application's API token in GATEHOUSE_TOKEN")?,
+                function: self.function.clone(),
+            }),
+        };
+        Ok(gatehouse_conformance::Kit {
+            base_url,
+            secret: std::env::var("GATEHOUSE_CONTRACT_SECRET").ok(),
+            timeout: std::time::Duration::from_millis(self.timeout_ms),
+            example,
+            through,
+        })
+    }
 }
 
 #[derive(Args)]
@@ -47,9 +115,9 @@ pub(crate) struct AddArgs {
     file: PathBuf,
 }
 
-pub(crate) fn run(command: ToolsCommand) -> Result<()> {
+pub(crate) async fn run(command: ToolsCommand) -> Result<()> {
     match command {
-        ToolsCommand::Check(args) if args.files.is_empty() => {
+        ToolsCommand::Check(args) if args.targets.is_empty() => {
             let manifest_path = args.app.manifest_path()?;
             let checked = check_manifest(&manifest_path)?;
             println!("{} declared tool(s) in {}: all valid", checked, manifest_path.display());
@@ -57,17 +125,24 @@ pub(crate) fn run(command: ToolsCommand) -> Result<()> {
         }
         ToolsCommand::Check(args) => {
             let mut failed = false;
-            for file in &args.files {
-                match read_declaration(file) {
-                    Ok(declared) => println!("{}: {} is valid", file.display(), declared.declaration().name),
-                    Err(error) => {
-                        failed = true;
-                        eprintln!("{error:#}");
+            for argument in &args.targets {
+                match args.target(argument) {
+                    CheckTarget::Declaration(file) => match read_declaration(&file) {
+                        Ok(declared) => println!("{}: {} is valid", file.display(), declared.declaration().name),
+                        Err(error) => {
+                            failed = true;
+                            eprintln!("{error:#}");
+                        }
+                    },
+                    CheckTarget::Running(base_url) => {
+                        let report = gatehouse_conformance::run(&args.kit(base_url)?).await?;
+                        println!("{report}");
+                        failed |= !report.passed();
                     }
                 }
             }
             if failed {
-                bail!("some declarations are not valid");
+                bail!("some tools do not keep the contract");
             }
             Ok(())
         }
