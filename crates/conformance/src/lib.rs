@@ -113,10 +113,6 @@ impl Report {
     pub fn passed(&self) -> bool {
         !self.findings.iter().any(|f| matches!(f.verdict, Verdict::Fail(_)))
     }
-
-    pub fn verdict(&self, rule: Rule) -> Option<&Verdict> {
-        self.findings.iter().find(|f| f.rule == rule).map(|f| &f.verdict)
-    }
 }
 
 impl fmt::Display for Report {

@@ -42,18 +42,28 @@ pub async fn run(kit: &Kit) -> Result<Report, KitError> {
     judge(Rule::SummarizeIsDeterministic, summarize(&contract, &normalized, accepted.ok().as_ref()).await);
 
     let parameters = Value::Object(normalized.clone());
+    let needs_checkpoint = description.needs_checkpoint;
     match &kit.through {
         None => {
-            judge(Rule::DiscardLeavesNothing, discard_directly(&contract, &description, &parameters).await);
-            judge(Rule::ExecuteNeedsPrepare, execute_unprepared_directly(&contract, &description, &parameters).await);
+            judge(
+                Rule::DiscardLeavesNothing,
+                checkpointed(needs_checkpoint, discard_directly(&contract, &parameters)).await,
+            );
+            judge(
+                Rule::ExecuteNeedsPrepare,
+                checkpointed(needs_checkpoint, execute_unprepared_directly(&contract, &parameters)).await,
+            );
             judge(Rule::ExecuteRunsOnce, execute_twice_directly(&contract, &description, &parameters).await);
         }
         Some(lifecycle) => {
             let calls = Calls::new(lifecycle, &description.name);
-            judge(Rule::DiscardLeavesNothing, discard_through(&contract, &calls, &description, &normalized).await);
+            judge(
+                Rule::DiscardLeavesNothing,
+                checkpointed(needs_checkpoint, discard_through(&contract, &calls, &normalized)).await,
+            );
             judge(
                 Rule::ExecuteNeedsPrepare,
-                execute_unprepared_through(&contract, &calls, &description, &normalized).await,
+                checkpointed(needs_checkpoint, execute_unprepared_through(&contract, &calls, &normalized)).await,
             );
             judge(Rule::ExecuteRunsOnce, execute_twice_through(&contract, &calls, &description, &normalized).await);
         }
@@ -187,8 +197,16 @@ async fn summarize(
     Ok(Verdict::Pass)
 }
 
-fn no_checkpoint() -> Verdict {
-    Verdict::Skip("the tool needs no checkpoint, so it has no prepare".to_owned())
+/// A rule about `prepare`, checked only for a tool that has one: `rule` is not run otherwise.
+async fn checkpointed(
+    needs_checkpoint: bool,
+    rule: impl std::future::Future<Output = Result<Verdict, String>>,
+) -> Result<Verdict, String> {
+    if needs_checkpoint {
+        rule.await
+    } else {
+        Ok(Verdict::Skip("the tool needs no checkpoint, so it has no prepare".to_owned()))
+    }
 }
 
 fn keeps_calls_in_gatehouse() -> Verdict {
@@ -199,11 +217,14 @@ fn keeps_calls_in_gatehouse() -> Verdict {
     )
 }
 
-/// `prepare` for `id`: its checkpoint (`Null` for none), or the answer that was not a success.
-async fn prepare(contract: &Contract, id: &str, parameters: &Value) -> Result<Result<Value, Answer>, String> {
+/// `prepare` for a call the kit made up: its checkpoint (`Null` for none); or, for a tool that
+/// refuses calls it was never told of, the skip that says so.
+async fn prepare(contract: &Contract, id: &str, parameters: &Value) -> Result<Result<Value, Verdict>, String> {
     let answer = contract.post("prepare", &on_call(id, parameters, &Value::Null), Signing::Valid).await?;
-    if answer.status != 200 {
-        return Ok(Err(answer));
+    match answer.status {
+        200 => {}
+        UNKNOWN_CALL => return Ok(Err(keeps_calls_in_gatehouse())),
+        _ => return Err(format!("prepare was answered {}", answer.told())),
     }
     let prepared: Prepared = serde_json::from_value(answer.body.clone())
         .map_err(|e| format!("prepare's answer is not the contract's shape ({e}): {}", answer.told()))?;
@@ -228,19 +249,11 @@ async fn refused_after_discard(
     Ok(Verdict::Pass)
 }
 
-async fn discard_directly(
-    contract: &Contract,
-    description: &ToolDescription,
-    parameters: &Value,
-) -> Result<Verdict, String> {
-    if !description.needs_checkpoint {
-        return Ok(no_checkpoint());
-    }
+async fn discard_directly(contract: &Contract, parameters: &Value) -> Result<Verdict, String> {
     let id = new_call_id();
     let checkpoint = match prepare(contract, &id, parameters).await? {
         Ok(checkpoint) => checkpoint,
-        Err(answer) if answer.status == UNKNOWN_CALL => return Ok(keeps_calls_in_gatehouse()),
-        Err(answer) => return Err(format!("prepare was answered {}", answer.told())),
+        Err(skip) => return Ok(skip),
     };
     let discarded = contract.post("discard", &on_call(&id, parameters, &checkpoint), Signing::Valid).await?;
     if discarded.status != 200 {
@@ -249,14 +262,7 @@ async fn discard_directly(
     refused_after_discard(contract, &id, parameters, &checkpoint).await
 }
 
-async fn execute_unprepared_directly(
-    contract: &Contract,
-    description: &ToolDescription,
-    parameters: &Value,
-) -> Result<Verdict, String> {
-    if !description.needs_checkpoint {
-        return Ok(no_checkpoint());
-    }
+async fn execute_unprepared_directly(contract: &Contract, parameters: &Value) -> Result<Verdict, String> {
     let answer = contract.post("execute", &on_call(&new_call_id(), parameters, &Value::Null), Signing::Valid).await?;
     match answer.status {
         409 => Ok(Verdict::Pass),
@@ -274,8 +280,7 @@ async fn execute_twice_directly(
     let checkpoint = if description.needs_checkpoint {
         match prepare(contract, &id, parameters).await? {
             Ok(checkpoint) => checkpoint,
-            Err(answer) if answer.status == UNKNOWN_CALL => return Ok(keeps_calls_in_gatehouse()),
-            Err(answer) => return Err(format!("prepare was answered {}", answer.told())),
+            Err(skip) => return Ok(skip),
         }
     } else {
         Value::Null
@@ -308,12 +313,8 @@ fn same_outcome(first: &Answer, second: &Answer) -> Result<Verdict, String> {
 async fn discard_through(
     contract: &Contract,
     calls: &Calls<'_>,
-    description: &ToolDescription,
     parameters: &Map<String, Value>,
 ) -> Result<Verdict, String> {
-    if !description.needs_checkpoint {
-        return Ok(no_checkpoint());
-    }
     let id = calls.create(parameters).await?;
     let call = calls.confirm(&id).await?;
     if call["status"] != "PREPARED" {
@@ -327,12 +328,8 @@ async fn discard_through(
 async fn execute_unprepared_through(
     contract: &Contract,
     calls: &Calls<'_>,
-    description: &ToolDescription,
     parameters: &Map<String, Value>,
 ) -> Result<Verdict, String> {
-    if !description.needs_checkpoint {
-        return Ok(no_checkpoint());
-    }
     let id = calls.create(parameters).await?;
     let answer =
         contract.post("execute", &on_call(&id, &Value::Object(parameters.clone()), &Value::Null), Signing::Valid).await;
