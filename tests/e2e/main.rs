@@ -29,4 +29,5 @@ mod scale_out;
 mod strict_input;
 mod tls;
 mod tool_hosts;
+mod tool_sdks;
 mod vector_search;

@@ -16,6 +16,7 @@ pub mod gmail;
 pub mod http_server;
 pub mod lifecycle;
 pub mod proxy;
+pub mod python_service;
 pub mod raw;
 pub mod reservations;
 pub mod tool_host;
