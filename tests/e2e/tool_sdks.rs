@@ -1,30 +1,66 @@
 //! Tools written with the SDKs (docs/tools.md, "A tool in any language"): a team's own Python web
 //! service serving a tool with the gatehouse-tool package, from a process and a port of its own,
-//! signed; it keeps the contract by the conformance kit, completes a call with a checkpoint
-//! through the lifecycle, releases its hold on a cancel, and has its history recorded for it.
+//! signed; and a Python component rendered from its template by `gatehouse new tool` and built
+//! from source by sdk/test. Each keeps the contract by the conformance kit, completes a call with
+//! a checkpoint through the lifecycle, and has its history recorded for it by the lifecycle.
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use gatehouse_tests::lifecycle::{App, CALLBACK_SECRET, Relay, ScratchDatabase};
 use gatehouse_tests::python_service::PythonService;
-use gatehouse_tests::{RunnerOptions, app_manifest, gatehouse_bin, unique};
+use gatehouse_tests::{RunnerOptions, app_manifest, gatehouse_bin, unique, workspace_root};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 const SECRET: &str = "tool-sdks-contract-secret";
 const SETTLE: Duration = Duration::from_secs(20);
 
-#[tokio::test]
-async fn a_python_service_keeps_the_contract() -> Result<()> {
-    let clinic = PythonService::start_clinic(SECRET).await?;
+/// The conformance kit (`gatehouse tools check URL`) on the contract at `url`: every rule passes.
+async fn passes_the_kit(url: &str) -> Result<()> {
     let output = tokio::process::Command::new(gatehouse_bin())
-        .args(["tools", "check", &clinic.contract_url])
+        .args(["tools", "check", url])
         .env("GATEHOUSE_CONTRACT_SECRET", SECRET)
         .output()
         .await?;
     let printed = String::from_utf8_lossy(&output.stdout);
     ensure!(output.status.success(), "{printed}{}", String::from_utf8_lossy(&output.stderr));
     ensure!(printed.lines().filter(|line| line.contains("  pass")).count() == 11, "every rule passes:\n{printed}");
+    Ok(())
+}
+
+/// The tool's stats once `ready` holds, polled: the lifecycle writes each row after the
+/// operation's answer.
+async fn stats_when(app: &App, tool: &str, ready: impl Fn(&Value) -> bool) -> Result<Value> {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let stats = app.send(Method::GET, &format!("/voice-tools/tools/{tool}/stats"), None).await?;
+        ensure!(stats.status == 200, "{}", stats.body);
+        if ready(&stats.body) {
+            return Ok(stats.body);
+        }
+        if Instant::now() > deadline {
+            bail!("the stats never showed what was expected: {}", stats.body);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn variables(registry: Option<String>) -> RunnerOptions {
+    let mut variables = vec![
+        ("callback_secret".to_owned(), CALLBACK_SECRET.to_owned()),
+        ("contract_secret".to_owned(), SECRET.to_owned()),
+    ];
+    if let Some(registry) = registry {
+        variables.push(("tool_registry".to_owned(), registry));
+        variables.push(("tools_origin".to_owned(), "http://127.0.0.1:*".to_owned()));
+    }
+    RunnerOptions { variables, ..Default::default() }
+}
+
+#[tokio::test]
+async fn a_python_service_keeps_the_contract() -> Result<()> {
+    let clinic = PythonService::start_clinic(SECRET).await?;
+    passes_the_kit(&clinic.contract_url).await?;
     let book = clinic.book().await?;
     ensure!(book["moves"].as_array().is_some_and(|moves| moves.len() == 1), "the kit's execute ran once: {book}");
     ensure!(book["holds"] == json!({}), "the kit's discarded hold was released: {book}");
@@ -44,14 +80,8 @@ fn move_appointment(session: &str, relay: &Relay, new_time: &str) -> Value {
 async fn a_python_service_completes_a_call_with_a_checkpoint_and_its_history_is_recorded() -> Result<()> {
     let clinic = PythonService::start_clinic(SECRET).await?;
     let scratch = ScratchDatabase::create("tool-sdk").await?;
-    let variables = [
-        ("callback_secret", CALLBACK_SECRET.to_owned()),
-        ("contract_secret", SECRET.to_owned()),
-        ("tool_registry", format!("move_appointment|reschedule_appointment={}", clinic.contract_url)),
-        ("tools_origin", "http://127.0.0.1:*".to_owned()),
-    ];
-    let variables = variables.into_iter().map(|(name, value)| (name.to_owned(), value)).collect();
-    let app = App::start_on(&app_manifest(), scratch.serve(RunnerOptions { variables, ..Default::default() })).await?;
+    let registry = format!("move_appointment|reschedule_appointment={}", clinic.contract_url);
+    let app = App::start_on(&app_manifest(), scratch.serve(variables(Some(registry)))).await?;
     let relay = Relay::start().await?;
 
     let created = app
@@ -106,18 +136,7 @@ async fn a_python_service_completes_a_call_with_a_checkpoint_and_its_history_is_
 
     // The service writes no history; the lifecycle wrote a row for each operation, with its
     // duration and outcome.
-    let deadline = Instant::now() + SETTLE;
-    let stats = loop {
-        let stats = app.send(Method::GET, "/voice-tools/tools/move_appointment/stats", None).await?;
-        ensure!(stats.status == 200, "{}", stats.body);
-        if stats.body["by_operation"]["discard"]["ok"] == 1 {
-            break stats.body;
-        }
-        if Instant::now() > deadline {
-            bail!("the stats never showed the discard: {}", stats.body);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let stats = stats_when(&app, "move_appointment", |stats| stats["by_operation"]["discard"]["ok"] == 1).await?;
     for (operation, count) in [("validate", 2), ("prepare", 2), ("execute", 1), ("discard", 1)] {
         let counted = &stats["by_operation"][operation];
         ensure!(counted["executions"] == count && counted["ok"] == count, "{operation}: {stats}");
@@ -131,5 +150,60 @@ async fn a_python_service_completes_a_call_with_a_checkpoint_and_its_history_is_
         page.body
     );
     ensure!(executions.iter().all(|e| e["component"] == clinic.contract_url.as_str()), "{}", page.body);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_python_component_rendered_from_its_template_keeps_the_contract_and_completes_a_call() -> Result<()> {
+    // A database of its own, so the tool's stats are this test's alone.
+    let scratch = ScratchDatabase::create("sdk-component").await?;
+    let manifest = workspace_root().join("tests/fixtures/sdk-tools.toml");
+    let app = App::start_on(&manifest, scratch.serve(variables(None))).await?;
+    passes_the_kit(&format!("{}/internal/tools/order-supplies", app.runner.base_url)).await?;
+
+    let relay = Relay::start().await?;
+    let order = json!({
+        "session_id": unique("order"),
+        "function_name": "order_supplies",
+        "parameters": {"item": "printer paper", "quantity": 3},
+        "callback_url": relay.url,
+    });
+    let created = app.send(Method::POST, "/voice-tools/pending", Some(order)).await?;
+    ensure!(created.status == 201, "{}", created.body);
+    ensure!(created.body["message"] == "I'll order 3 of printer paper. Shall I?", "{}", created.body);
+    let id = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
+    ensure!(app.confirm(&id).await?.status == 202);
+    let checkpoint = relay.wait_for(&id, "checkpoint", SETTLE).await?;
+    ensure!(
+        checkpoint.body["message"] == "I've got a quote for 3 of printer paper. Shall I place the order?",
+        "{}",
+        checkpoint.body
+    );
+    ensure!(app.resume(&id, "proceed").await?.status == 202);
+    let completion = relay.wait_for(&id, "completion", SETTLE).await?;
+    ensure!(completion.body["status"] == "COMPLETED", "{}", completion.body);
+    let order_number = completion.body["result"]["order"].as_str().context("an order number")?;
+    ensure!(
+        completion.body["voice_response"] == format!("Ordered. The order number is {order_number}.").as_str(),
+        "{}",
+        completion.body
+    );
+
+    // The tool's own table, in its own schema, migrated with its own numbering beside the core's.
+    let db = scratch.connect().await?;
+    let quote = db.query_one("SELECT ordered FROM tool_order_supplies.quotes WHERE tool_call_id = $1", &[&id]).await?;
+    ensure!(quote.get::<_, bool>(0), "the quote was ordered");
+    let own = db.query_one("SELECT max(version) FROM tool_order_supplies.refinery_schema_history", &[]).await?;
+    ensure!(own.get::<_, Option<i32>>(0) == Some(1), "the tool's history has its one migration");
+    let core = db.query_one("SELECT count(*) FROM public.refinery_schema_history WHERE name = 'quotes'", &[]).await?;
+    ensure!(core.get::<_, i64>(0) == 0, "the core's history does not know the tool's migration");
+
+    // The kit spoke to the tool directly; the lifecycle recorded the call's three operations.
+    let stats = stats_when(&app, "order_supplies", |stats| stats["by_operation"]["execute"]["ok"] == 1).await?;
+    for operation in ["validate", "prepare", "execute"] {
+        let counted = &stats["by_operation"][operation];
+        ensure!(counted["executions"] == 1 && counted["ok"] == 1, "{operation}: {stats}");
+        ensure!(counted["p50_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{operation}: {stats}");
+    }
     Ok(())
 }

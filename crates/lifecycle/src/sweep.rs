@@ -32,8 +32,11 @@ const STATEMENT_BUDGET: Duration = Duration::from_secs(2);
 const DELIVERY_BUDGET: Duration = Duration::from_secs(20);
 /// How many times a discard is tried before the sweeper leaves it (and the log says so).
 const MAX_DISCARD_ATTEMPTS: i32 = 5;
-/// Spent nonces forgotten per pass.
+/// Spent nonces, and records of SDK tools' calls, forgotten per pass.
 const NONCE_BATCH: i64 = 1000;
+/// How long an SDK tool's call record is kept after its last change: far longer than any call
+/// stays open (its expiry, the sweeper's re-drives and owed discards are hours at most).
+const SDK_CALL_RECORD_SECONDS: i64 = 7 * 24 * 3600;
 
 pub async fn sweep(ctx: &Ctx) -> Result<Outcome<SweepReport>, ApiError> {
     let lease_seconds = ctx.config().lease_seconds()?;
@@ -49,7 +52,7 @@ pub async fn sweep(ctx: &Ctx) -> Result<Outcome<SweepReport>, ApiError> {
     let discards =
         batches(clock, |batch| gatehouse_store::claim_owed_discards(&db, lease_seconds, MAX_DISCARD_ATTEMPTS, batch))?;
     let purged = gatehouse_store::purge_expired_session_context(&db)?;
-    forget_nonces(&db);
+    forget_bookkeeping(&db);
     let report = SweepReport {
         expired: expired.len(),
         failed: failed.len(),
@@ -77,11 +80,15 @@ fn batches<T>(clock: Instant, mut take: impl FnMut(i64) -> Result<Vec<T>, StoreE
     Ok(all)
 }
 
-/// Nonces of signed requests whose window has passed are of no use any more. Bookkeeping: a
-/// failure is logged and left to the next pass.
-fn forget_nonces(db: &Connection) {
+/// Nonces of signed requests whose window has passed, and the records SDK tools keep of calls
+/// long settled, are of no use any more. Bookkeeping: a failure is logged and left to the next
+/// pass.
+fn forget_bookkeeping(db: &Connection) {
     if let Err(e) = gatehouse_store::forget_spent_nonces(db, NONCE_BATCH) {
         gatehouse_platform::log_line("warn", &format!("forgetting spent nonces: {e}"));
+    }
+    if let Err(e) = gatehouse_store::forget_sdk_call_records(db, NONCE_BATCH, SDK_CALL_RECORD_SECONDS) {
+        gatehouse_platform::log_line("warn", &format!("forgetting SDK tools' call records: {e}"));
     }
 }
 

@@ -2,6 +2,10 @@
 //! crate compiles, applied in order by [`apply`]. The CLI's `gatehouse migrate` and `up` use it.
 //! docs/architecture.md describes the data model the migrations build.
 
+mod tool;
+
+pub use tool::{ToolMigrations, apply_tool, schema_of};
+
 mod embedded {
     refinery::embed_migrations!("../../migrations");
 }
@@ -24,6 +28,12 @@ pub enum MigrationError {
     Reworded(#[source] tokio_postgres::Error),
     #[error("applying migrations: {0}")]
     Apply(#[source] refinery::Error),
+    #[error("reading {}: {source}", path.display())]
+    Read { path: std::path::PathBuf, source: std::io::Error },
+    #[error("preparing the tool's schema: {0}")]
+    Schema(#[source] tokio_postgres::Error),
+    #[error("component id {0:?} cannot name a schema")]
+    ToolName(String),
 }
 
 /// Applies every migration not yet applied, each in its own transaction, and names the ones

@@ -81,11 +81,26 @@ pub(crate) fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()>
     Ok(())
 }
 
-/// Applies every migration not yet applied (see `gatehouse-migrations`).
-pub(crate) async fn migrate(url: &str) -> Result<Vec<String>> {
+/// Applies every migration not yet applied (see `gatehouse-migrations`): the core's, then
+/// with a manifest, each tool's own that it names, in the tool's schema.
+pub(crate) async fn migrate(url: &str, manifest_path: Option<&Path>) -> Result<Vec<String>> {
+    let tools = match manifest_path {
+        Some(path) => {
+            let manifest = gatehouse_spin_host::manifest::Manifest::load(path)?;
+            manifest.tool_migrations(path.parent().unwrap_or(Path::new("")))
+        }
+        None => Vec::new(),
+    };
     let (mut client, driver) =
         gatehouse_pg_connect::connect(url).await.context("connecting to the database to migrate")?;
-    let applied = gatehouse_migrations::apply(&mut client).await?;
+    let mut applied = gatehouse_migrations::apply(&mut client).await?;
+    for (component, dir) in tools {
+        let tool = gatehouse_migrations::ToolMigrations { component, dir };
+        let done = gatehouse_migrations::apply_tool(&mut client, &tool)
+            .await
+            .with_context(|| format!("the migrations of component '{}' ({})", tool.component, tool.dir.display()))?;
+        applied.extend(done);
+    }
     drop(client);
     let _ = driver.await;
     Ok(applied)

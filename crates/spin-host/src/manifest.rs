@@ -107,6 +107,10 @@ pub struct ComponentDecl {
     /// Host files the component may read (src/files.rs).
     #[serde(default)]
     pub files: Vec<FileMount>,
+    /// Settings for tools beside Spin (`[component.<id>.tool.<name>]`), which Spin ignores;
+    /// `gatehouse` reads its own (see [`Manifest::tool_migrations`]).
+    #[serde(default)]
+    pub tool: BTreeMap<String, toml::Table>,
     /// The folder `files` patterns are relative to, when it is not the manifest's own (a
     /// component that came from an extended manifest).
     #[serde(skip)]
@@ -213,6 +217,19 @@ impl Manifest {
     }
 
     /// The component's `.wasm` file, relative paths resolved against the manifest's folder.
+    /// The folders of migrations components ship for their own tables
+    /// (`[component.<id>.tool.gatehouse] migrations = "..."`), by component id, resolved against
+    /// the folder of the manifest that declared the component.
+    pub fn tool_migrations(&self, manifest_dir: &Path) -> Vec<(String, PathBuf)> {
+        self.component
+            .iter()
+            .filter_map(|(id, decl)| {
+                let dir = decl.tool.get("gatehouse")?.get("migrations")?.as_str()?;
+                Some((id.clone(), decl.files_root.as_deref().unwrap_or(manifest_dir).join(dir)))
+            })
+            .collect()
+    }
+
     pub(crate) fn source_path(&self, manifest_dir: &Path, component: &str) -> Option<PathBuf> {
         match &self.component.get(component)?.source {
             SourceDecl::Path(path) => Some(manifest_dir.join(path)),

@@ -24,7 +24,9 @@ pub use calls::{
     insert_call, mark_prepared, modify_call, release_lease, report_tried, resume_call,
 };
 pub use context::{CallSummary, ContextView, PendingCall, session_context_view};
-pub use contract::{ClaimedOperation, OperationClaim, claim_operation, forget_spent_nonces, spend_nonce};
+pub use contract::{
+    ClaimedOperation, OperationClaim, claim_operation, forget_sdk_call_records, forget_spent_nonces, spend_nonce,
+};
 pub use credentials::{cache_credential, cached_credential, forget_credential};
 pub use error::StoreError;
 pub use health::ping;

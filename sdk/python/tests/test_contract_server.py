@@ -235,8 +235,12 @@ def test_the_asgi_app_checks_the_path_it_is_mounted_at() -> None:
     assert (status, answer["code"]) == (413, "payload_too_large")
 
 
-def test_a_server_without_a_secret_is_refused() -> None:
+def test_without_a_secret_only_chained_requests_are_answered() -> None:
     with pytest.raises(ValueError):
-        ContractServer(Counter(), "")
-    with pytest.raises(ValueError):
-        ContractServer(Counter(), [])
+        contract_app(Counter(), secret="")
+    server = ContractServer(Counter(), None)
+    body = json.dumps({"parameters": {"n": 1}}).encode()
+    from_outside = asyncio.run(server.handle("POST", "/tool/summarize", {}, body))
+    assert (from_outside.status, from_outside.body["code"]) == (401, "unauthorized")
+    chained = asyncio.run(server.handle("POST", "/tool/summarize", {}, body, chained=True))
+    assert (chained.status, chained.body) == (200, {"summary": "I'll count to 1."})

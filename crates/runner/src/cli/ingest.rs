@@ -93,7 +93,7 @@ pub(super) async fn run(args: IngestArgs) -> Result<()> {
 }
 
 async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u64) -> Result<Summary> {
-    for migration in migrate(url).await? {
+    for migration in migrate(url, None).await? {
         eprintln!("applied migration {migration}");
     }
     let (client, driver) = gatehouse_pg_connect::connect(url).await.context("connecting to the database")?;

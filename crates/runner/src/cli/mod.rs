@@ -4,6 +4,7 @@ mod build;
 mod demo;
 mod dev_gmail;
 mod ingest;
+mod new;
 mod tools;
 mod up;
 
@@ -44,6 +45,9 @@ enum Command {
     /// declared tool to the manifest.
     #[command(subcommand, visible_alias = "tool")]
     Tools(tools::ToolsCommand),
+    /// Start something new from a template: `gatehouse new tool NAME --lang python`.
+    #[command(subcommand)]
+    New(new::NewCommand),
 }
 
 #[derive(Subcommand)]
@@ -89,7 +93,16 @@ impl Cli {
             Command::Build(args) => build::run(&args).await,
             Command::Migrate(args) => {
                 let database = crate::db::Database::open(&args.project_root()?, &args.state_dir()?).await?;
-                let applied = crate::db::migrate(&database.url).await?;
+                // A tool's own migrations are named in the manifest; where there is none (the
+                // CLI image's migrate job), the core's are all there is.
+                let manifest = args.manifest_path()?;
+                let manifest = if manifest.exists() {
+                    Some(manifest)
+                } else {
+                    eprintln!("no manifest at {}: applying the core's migrations only", manifest.display());
+                    None
+                };
+                let applied = crate::db::migrate(&database.url, manifest.as_deref()).await?;
                 if applied.is_empty() {
                     println!("database is up to date");
                 }
@@ -109,6 +122,7 @@ impl Cli {
             }
             Command::Db(DbCommand::Stop(args)) => crate::db::stop_embedded(&args.project_root()?, &args.state_dir()?),
             Command::Tools(command) => tools::run(command).await,
+            Command::New(command) => new::run(command),
         }
     }
 }

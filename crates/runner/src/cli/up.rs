@@ -300,7 +300,7 @@ async fn listen(
     if database.is_embedded() {
         log::info("using the embedded PostgreSQL", serde_json::json!({"data": state_dir.join("pgdata")}));
     }
-    for migration in migrate(&database.url).await? {
+    for migration in migrate(&database.url, Some(&args.app.manifest_path()?)).await? {
         log::info("applied migration", serde_json::json!({"migration": migration}));
     }
 

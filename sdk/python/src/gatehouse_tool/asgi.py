@@ -46,8 +46,12 @@ def contract_app(
     secret: Union[Secret, Sequence[Secret]],
     store: Optional[CallStore] = None,
 ) -> ContractApp:
-    """The ASGI application for ``tool``, requiring requests signed with ``secret``."""
-    return ContractApp(ContractServer(tool, secret, store))
+    """The ASGI application for ``tool``, requiring requests signed with ``secret``: a service
+    on its own host has no other way to know a request came from Gatehouse."""
+    server = ContractServer(tool, secret, store)
+    if not server.signed:
+        raise ValueError("a tool outside Gatehouse's application needs its contract_secret")
+    return ContractApp(server)
 
 
 def _path(scope: Scope) -> str:

@@ -3,6 +3,9 @@ is compiled once (fastjsonschema: pure Python, so it runs inside a component too
 
 from __future__ import annotations
 
+# fastjsonschema's code generator escapes strings with this codec; imported here so a component
+# built with componentize-py has it (only what is imported while it is built is packed).
+import encodings.unicode_escape  # noqa: F401
 import json
 from typing import Any, Callable
 
@@ -11,6 +14,12 @@ import fastjsonschema
 from .contract import FieldProblem
 
 _compiled: dict[str, Callable[[Any], Any]] = {}
+
+
+def compile_schema(schema: dict[str, Any]) -> None:
+    """Compiles ``schema`` now (a tool does at its construction, so a component builds its
+    validator while it is pre-initialized, not on its first request)."""
+    _validator(schema)
 
 
 def _validator(schema: dict[str, Any]) -> Callable[[Any], Any]:

@@ -51,26 +51,34 @@ async def _resolved(value: Any) -> Any:
 
 class ContractServer:
     """Serves ``tool`` for requests signed with ``secret`` (a list of two while it is rotated).
+    Without a secret (a component inside Gatehouse's application whose ``contract_secret`` is
+    unset) only requests that came by service chaining are admitted, as the Rust tools do.
     ``store`` keeps the calls (see :mod:`gatehouse_tool.ledger`); ``clock`` gives unix seconds."""
 
     def __init__(
         self,
         tool: Tool,
-        secret: Union[Secret, Sequence[Secret]],
+        secret: Union[Secret, Sequence[Secret], None],
         store: Optional[CallStore] = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        secrets = [secret] if isinstance(secret, (str, bytes)) else list(secret)
-        if not secrets or not all(secrets):
-            raise ValueError("a tool outside Gatehouse's application needs its contract_secret")
+        secrets = [] if secret is None else [secret] if isinstance(secret, (str, bytes)) else list(secret)
         self.tool = tool
-        self._secrets = secrets
+        self._secrets = [one for one in secrets if one]
         self._store: CallStore = store if store is not None else MemoryStore()
         self._clock = clock
 
-    async def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
+    @property
+    def signed(self) -> bool:
+        """Whether requests must be signed (a secret is set)."""
+        return bool(self._secrets)
+
+    async def handle(
+        self, method: str, path: str, headers: Mapping[str, str], body: bytes, chained: bool = False
+    ) -> Reply:
         """Answers one request. ``path`` is the whole path the request was sent to (signed as
-        such); ``headers`` are looked up lower-case."""
+        such); ``headers`` are looked up lower-case; ``chained`` says the request came from
+        another component of the same Spin application (it never crossed a network)."""
         operation = path.rsplit("/tool/", 1)[1] if "/tool/" in path else ""
         if operation not in OPERATIONS:
             return error(404, "not_found", "This tool has no such operation.")
@@ -80,11 +88,14 @@ class ContractServer:
             return Reply(405, {"error": "Only POST.", "code": "method_not_allowed"}, {"allow": "POST"})
         if len(body) > MAX_BODY_BYTES:
             return error(413, "payload_too_large", f"A request body may be at most {MAX_BODY_BYTES} bytes.")
-        signed = verify(self._secrets, headers.get(SIGNATURE_HEADER.lower()), method, path, body, self._clock())
-        if signed is None:
-            return error(401, "unauthorized", "This request is not signed by Gatehouse, or its signature is stale.")
-        if not self._store.spend_nonce(signed.nonce, signed.expires_at):
-            return error(401, "unauthorized", "This signed request was already used; each one is good once.")
+        if self._secrets:
+            signed = verify(self._secrets, headers.get(SIGNATURE_HEADER.lower()), method, path, body, self._clock())
+            if signed is None:
+                return error(401, "unauthorized", "This request is not signed by Gatehouse, or its signature is stale.")
+            if not self._store.spend_nonce(signed.nonce, signed.expires_at):
+                return error(401, "unauthorized", "This signed request was already used; each one is good once.")
+        elif not chained:
+            return error(401, "unauthorized", "Without a contract_secret this tool answers only its own application.")
         try:
             request = json.loads(body)
         except ValueError:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Optional, TypeVar, Union
 
 from .contract import Checkpoint, Executed, FieldProblem, ToolDescription, ToolEffects
-from .schema import check_parameters
+from .schema import check_parameters, compile_schema
 
 Parameters = dict[str, Any]
 T = TypeVar("T")
@@ -64,6 +64,9 @@ class Tool:
     aliases: list[str] = field(default_factory=list)
     version: str = "0.1.0"
     effects: Optional[ToolEffects] = None
+
+    def __post_init__(self) -> None:
+        compile_schema(self.parameters_schema)
 
     def describe(self) -> ToolDescription:
         described: ToolDescription = {
