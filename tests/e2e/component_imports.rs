@@ -1,6 +1,7 @@
 //! The built components may import only WASI 0.2 and the three Spin interfaces below, so they
 //! run unchanged on Spin 3.x and 4.x (docs/architecture.md, "The runner and real Spin"). Checked
-//! on the real `.wasm` files of spin.toml.
+//! on the real `.wasm` files of spin.toml, and on the tools sdk/test renders from the templates
+//! and builds.
 use gatehouse_tests::workspace_root;
 use wasmparser::{Parser, Payload};
 
@@ -36,6 +37,21 @@ fn interfaces(wasm: &[u8]) -> (Vec<String>, Vec<String>) {
     (imports, exports)
 }
 
+/// The component at `source` (under the workspace) imports only what Spin provides and serves
+/// wasi:http 0.2.
+fn runs_on_spin(id: &str, source: &str) {
+    let wasm = std::fs::read(workspace_root().join(source))
+        .unwrap_or_else(|e| panic!("component {id}: cannot read {source} ({e}); run `gatehouse build` and sdk/test"));
+    let (imports, exports) = interfaces(&wasm);
+    assert!(!imports.is_empty(), "component {id} imports nothing?");
+    let foreign: Vec<_> = imports.iter().filter(|i| !allowed(i)).collect();
+    assert!(foreign.is_empty(), "component {id} imports interfaces Spin does not provide: {foreign:?}");
+    assert!(
+        exports.iter().any(|e| e.starts_with("wasi:http/incoming-handler@0.2.")),
+        "component {id} does not export wasi:http/incoming-handler@0.2.x: {exports:?}"
+    );
+}
+
 #[test]
 fn application_components_import_only_wasi_0_2_and_spin_interfaces() {
     let manifest: toml::Table =
@@ -44,18 +60,13 @@ fn application_components_import_only_wasi_0_2_and_spin_interfaces() {
     let components = manifest["component"].as_table().expect("components");
     assert!(!components.is_empty());
     for (id, component) in components {
-        let source = component["source"].as_str().expect("local source");
-        let wasm = std::fs::read(workspace_root().join(source))
-            .unwrap_or_else(|e| panic!("component {id}: cannot read {source} ({e}); run `gatehouse build`"));
-        let (imports, exports) = interfaces(&wasm);
-        assert!(!imports.is_empty(), "component {id} imports nothing?");
-        let foreign: Vec<_> = imports.iter().filter(|i| !allowed(i)).collect();
-        assert!(foreign.is_empty(), "component {id} imports interfaces Spin does not provide: {foreign:?}");
-        assert!(
-            exports.iter().any(|e| e.starts_with("wasi:http/incoming-handler@0.2.")),
-            "component {id} does not export wasi:http/incoming-handler@0.2.x: {exports:?}"
-        );
+        runs_on_spin(id, component["source"].as_str().expect("local source"));
     }
+}
+
+#[test]
+fn tools_built_from_the_templates_import_only_wasi_0_2_and_spin_interfaces() {
+    runs_on_spin("order-supplies (templates/tool-python)", "target/sdk/tools/order-supplies/app.wasm");
 }
 
 #[test]

@@ -2,9 +2,9 @@
 //! host, outside this repository and without a database, through the whole lifecycle with its
 //! history recorded by the caller; and a tool that cannot be used, which says why in the tools
 //! list and in the create's answer.
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use gatehouse_tests::lifecycle::{App, CALLBACK_SECRET, Relay, ScratchDatabase};
 use gatehouse_tests::tool_host::{Flaws, TOOL_NAME, ToolHost};
 use gatehouse_tests::{RunnerOptions, app_manifest, free_relay_address, unique};
@@ -39,23 +39,6 @@ fn ticket(session: &str, relay: &Relay) -> Value {
     })
 }
 
-/// The tool's stats once `ready` holds, polled: the rows of the last operations are written
-/// after their answers.
-async fn stats_when(app: &App, tool: &str, ready: impl Fn(&Value) -> bool) -> Result<Value> {
-    let deadline = Instant::now() + SETTLE;
-    loop {
-        let stats = app.send(Method::GET, &format!("/voice-tools/tools/{tool}/stats"), None).await?;
-        ensure!(stats.status == 200, "{}", stats.body);
-        if ready(&stats.body) {
-            return Ok(stats.body);
-        }
-        if Instant::now() > deadline {
-            bail!("the stats never showed what was expected: {}", stats.body);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_teams_own_tool_host_runs_once_and_its_history_is_recorded_for_it() -> Result<()> {
     let host = ToolHost::start(CONTRACT_SECRET, Flaws::default()).await?;
@@ -88,7 +71,7 @@ async fn a_teams_own_tool_host_runs_once_and_its_history_is_recorded_for_it() ->
     ensure!(host.opened() == ["T-1"], "one ticket: {:?}", host.opened());
 
     // The host writes no history; the lifecycle wrote a row for each operation it ran.
-    let stats = stats_when(&app, "file_ticket", |stats| stats["by_operation"]["execute"]["ok"] == 1).await?;
+    let stats = app.stats_when("file_ticket", SETTLE, |stats| stats["by_operation"]["execute"]["ok"] == 1).await?;
     for operation in ["validate", "prepare", "execute"] {
         let counted = &stats["by_operation"][operation];
         ensure!(counted["executions"] == 1 && counted["ok"] == 1, "{operation}: {stats}");
@@ -111,7 +94,7 @@ async fn a_teams_own_tool_host_runs_once_and_its_history_is_recorded_for_it() ->
         "{}",
         refused.body
     );
-    stats_when(&app, TOOL_NAME, |stats| stats["outcomes"]["rejected"] == 1).await?;
+    app.stats_when(TOOL_NAME, SETTLE, |stats| stats["outcomes"]["rejected"] == 1).await?;
     Ok(())
 }
 

@@ -28,23 +28,6 @@ async fn passes_the_kit(url: &str) -> Result<()> {
     Ok(())
 }
 
-/// The tool's stats once `ready` holds, polled: the lifecycle writes each row after the
-/// operation's answer.
-async fn stats_when(app: &App, tool: &str, ready: impl Fn(&Value) -> bool) -> Result<Value> {
-    let deadline = Instant::now() + SETTLE;
-    loop {
-        let stats = app.send(Method::GET, &format!("/voice-tools/tools/{tool}/stats"), None).await?;
-        ensure!(stats.status == 200, "{}", stats.body);
-        if ready(&stats.body) {
-            return Ok(stats.body);
-        }
-        if Instant::now() > deadline {
-            bail!("the stats never showed what was expected: {}", stats.body);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 fn variables(registry: Option<String>) -> RunnerOptions {
     let mut variables = vec![
         ("callback_secret".to_owned(), CALLBACK_SECRET.to_owned()),
@@ -136,7 +119,7 @@ async fn a_python_service_completes_a_call_with_a_checkpoint_and_its_history_is_
 
     // The service writes no history; the lifecycle wrote a row for each operation, with its
     // duration and outcome.
-    let stats = stats_when(&app, "move_appointment", |stats| stats["by_operation"]["discard"]["ok"] == 1).await?;
+    let stats = app.stats_when("move_appointment", SETTLE, |stats| stats["by_operation"]["discard"]["ok"] == 1).await?;
     for (operation, count) in [("validate", 2), ("prepare", 2), ("execute", 1), ("discard", 1)] {
         let counted = &stats["by_operation"][operation];
         ensure!(counted["executions"] == count && counted["ok"] == count, "{operation}: {stats}");
@@ -199,7 +182,7 @@ async fn a_python_component_rendered_from_its_template_keeps_the_contract_and_co
     ensure!(core.get::<_, i64>(0) == 0, "the core's history does not know the tool's migration");
 
     // The kit spoke to the tool directly; the lifecycle recorded the call's three operations.
-    let stats = stats_when(&app, "order_supplies", |stats| stats["by_operation"]["execute"]["ok"] == 1).await?;
+    let stats = app.stats_when("order_supplies", SETTLE, |stats| stats["by_operation"]["execute"]["ok"] == 1).await?;
     for operation in ["validate", "prepare", "execute"] {
         let counted = &stats["by_operation"][operation];
         ensure!(counted["executions"] == 1 && counted["ok"] == 1, "{operation}: {stats}");

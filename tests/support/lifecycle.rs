@@ -185,6 +185,23 @@ impl App {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+
+    /// `tool`'s stats (`/voice-tools/tools/{tool}/stats`) once `ready` holds, polled for up to
+    /// `timeout`: a history row is written after the answer of the operation it records.
+    pub async fn stats_when(&self, tool: &str, timeout: Duration, ready: impl Fn(&Value) -> bool) -> Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let stats = self.send(reqwest::Method::GET, &format!("/voice-tools/tools/{tool}/stats"), None).await?;
+            anyhow::ensure!(stats.status == 200, "{}", stats.body);
+            if ready(&stats.body) {
+                return Ok(stats.body);
+            }
+            if Instant::now() > deadline {
+                bail!("the stats never showed what was expected: {}", stats.body);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 /// How the test relay answers progress callbacks.

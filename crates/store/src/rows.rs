@@ -123,6 +123,7 @@ mod tests {
             ("sql/audit/callbacks.sql", crate::audit::CALLBACKS),
             ("sql/contract/spend_nonce.sql", crate::contract::SPEND_NONCE),
             ("sql/contract/forget_nonces.sql", crate::contract::FORGET_NONCES),
+            ("sql/contract/forget_sdk_calls.sql", crate::contract::FORGET_SDK_CALLS),
             ("sql/contract/claim.sql", crate::contract::CLAIM),
         ];
         statements.extend(crate::calls::STATEMENTS.iter().map(|(file, sql)| (*file, *sql)));
