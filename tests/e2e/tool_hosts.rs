@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use gatehouse_tests::lifecycle::{App, CALLBACK_SECRET, Relay, ScratchDatabase};
+use gatehouse_tests::lifecycle::{App, Relay, ScratchDatabase, tool_options};
 use gatehouse_tests::tool_host::{Flaws, TOOL_NAME, ToolHost};
 use gatehouse_tests::{RunnerOptions, app_manifest, free_relay_address, unique};
 use reqwest::Method;
@@ -20,14 +20,7 @@ async fn app_with_registry(registry: String) -> Result<App> {
 }
 
 fn options(registry: String) -> RunnerOptions {
-    let variables = [
-        ("callback_secret", CALLBACK_SECRET.to_owned()),
-        ("contract_secret", CONTRACT_SECRET.to_owned()),
-        ("tool_registry", registry),
-        ("tools_origin", "http://127.0.0.1:*".to_owned()),
-    ];
-    let variables = variables.into_iter().map(|(name, value)| (name.to_owned(), value)).collect();
-    RunnerOptions { variables, ..Default::default() }
+    tool_options(CONTRACT_SECRET, Some(registry))
 }
 
 fn ticket(session: &str, relay: &Relay) -> Value {

@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use gatehouse_tests::lifecycle::{App, CALLBACK_SECRET, Relay, ScratchDatabase};
+use gatehouse_tests::lifecycle::{App, Relay, ScratchDatabase, tool_options};
 use gatehouse_tests::python_service::PythonService;
-use gatehouse_tests::{RunnerOptions, app_manifest, gatehouse_bin, unique, workspace_root};
+use gatehouse_tests::{app_manifest, gatehouse_bin, unique, workspace_root};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -26,18 +26,6 @@ async fn passes_the_kit(url: &str) -> Result<()> {
     ensure!(output.status.success(), "{printed}{}", String::from_utf8_lossy(&output.stderr));
     ensure!(printed.lines().filter(|line| line.contains("  pass")).count() == 11, "every rule passes:\n{printed}");
     Ok(())
-}
-
-fn variables(registry: Option<String>) -> RunnerOptions {
-    let mut variables = vec![
-        ("callback_secret".to_owned(), CALLBACK_SECRET.to_owned()),
-        ("contract_secret".to_owned(), SECRET.to_owned()),
-    ];
-    if let Some(registry) = registry {
-        variables.push(("tool_registry".to_owned(), registry));
-        variables.push(("tools_origin".to_owned(), "http://127.0.0.1:*".to_owned()));
-    }
-    RunnerOptions { variables, ..Default::default() }
 }
 
 #[tokio::test]
@@ -64,7 +52,7 @@ async fn a_python_service_completes_a_call_with_a_checkpoint_and_its_history_is_
     let clinic = PythonService::start_clinic(SECRET).await?;
     let scratch = ScratchDatabase::create("tool-sdk").await?;
     let registry = format!("move_appointment|reschedule_appointment={}", clinic.contract_url);
-    let app = App::start_on(&app_manifest(), scratch.serve(variables(Some(registry)))).await?;
+    let app = App::start_on(&app_manifest(), scratch.serve(tool_options(SECRET, Some(registry)))).await?;
     let relay = Relay::start().await?;
 
     let created = app
@@ -141,7 +129,7 @@ async fn a_python_component_rendered_from_its_template_keeps_the_contract_and_co
     // A database of its own, so the tool's stats are this test's alone.
     let scratch = ScratchDatabase::create("sdk-component").await?;
     let manifest = workspace_root().join("tests/fixtures/sdk-tools.toml");
-    let app = App::start_on(&manifest, scratch.serve(variables(None))).await?;
+    let app = App::start_on(&manifest, scratch.serve(tool_options(SECRET, None))).await?;
     passes_the_kit(&format!("{}/internal/tools/order-supplies", app.runner.base_url)).await?;
 
     let relay = Relay::start().await?;

@@ -54,6 +54,20 @@ pub fn lifecycle_options(extra: &[(&str, &str)], args: &[&str]) -> RunnerOptions
     RunnerOptions { variables, extra_args: args.iter().map(|a| (*a).to_owned()).collect(), ..Default::default() }
 }
 
+/// Options for the application with the callback secret and `contract_secret`, and with
+/// `registry` as its tools when given: those may be on any loopback port (`tools_origin`).
+pub fn tool_options(contract_secret: &str, registry: Option<String>) -> RunnerOptions {
+    let mut variables = vec![
+        ("callback_secret".to_owned(), CALLBACK_SECRET.to_owned()),
+        ("contract_secret".to_owned(), contract_secret.to_owned()),
+    ];
+    if let Some(registry) = registry {
+        variables.push(("tool_registry".to_owned(), registry));
+        variables.push(("tools_origin".to_owned(), "http://127.0.0.1:*".to_owned()));
+    }
+    RunnerOptions { variables, ..Default::default() }
+}
+
 /// A JSON answer: status and body (`Null` if the body is not JSON).
 #[derive(Debug, Clone)]
 pub struct Answer {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, MutableMapping, Optional, Sequence, Union
 
 from .ledger import CallStore
-from .server import MAX_BODY_BYTES, ContractServer, Reply, error
+from .server import MAX_BODY_BYTES, ContractServer, Reply, too_large
 from .signature import Secret
 from .tool import Tool
 
@@ -34,7 +34,7 @@ class ContractApp:
             return
         body = await _body(receive)
         if body is None:
-            reply = error(413, "payload_too_large", f"A request body may be at most {MAX_BODY_BYTES} bytes.")
+            reply = too_large()
         else:
             headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
             reply = await self.server.handle(scope["method"], _path(scope), headers, body)

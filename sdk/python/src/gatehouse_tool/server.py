@@ -45,6 +45,11 @@ def error(status: int, code: str, message: str) -> Reply:
     return Reply(status, {"error": message, "code": code})
 
 
+def too_large() -> Reply:
+    """The answer to a body past :data:`MAX_BODY_BYTES`, however it arrived."""
+    return error(413, "payload_too_large", f"A request body may be at most {MAX_BODY_BYTES} bytes.")
+
+
 async def _resolved(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
@@ -87,7 +92,7 @@ class ContractServer:
         if method.upper() != "POST":
             return Reply(405, {"error": "Only POST.", "code": "method_not_allowed"}, {"allow": "POST"})
         if len(body) > MAX_BODY_BYTES:
-            return error(413, "payload_too_large", f"A request body may be at most {MAX_BODY_BYTES} bytes.")
+            return too_large()
         if self._secrets:
             signed = verify(self._secrets, headers.get(SIGNATURE_HEADER.lower()), method, path, body, self._clock())
             if signed is None:

@@ -36,7 +36,7 @@ from wit_world.imports.types import (
 )
 
 from .ledger import Record
-from .server import MAX_BODY_BYTES, ContractServer, Reply, error
+from .server import MAX_BODY_BYTES, ContractServer, Reply, error, too_large
 from .tool import Tool
 
 log = logging.getLogger("gatehouse_tool")
@@ -180,7 +180,7 @@ async def _serve(tool: Tool, request: IncomingRequest, response_out: ResponseOut
         headers = {key.lower(): value.decode("latin-1") for key, value in fields.entries()}
     body = await _body(request)
     if body is None:
-        reply = error(413, "payload_too_large", f"A request body may be at most {MAX_BODY_BYTES} bytes.")
+        reply = too_large()
     else:
         reply = await _answer(tool, name, path, headers, body)
     await _respond(response_out, reply)
