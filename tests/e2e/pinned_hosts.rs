@@ -96,3 +96,40 @@ async fn wasmtime_42_of_spin_3_6_serves_the_application() -> Result<()> {
 async fn wasmtime_44_of_spin_4_0_serves_the_application() -> Result<()> {
     serves_the_application("gatehouse-wasmtime44", "44").await
 }
+
+/// A pinned runner builds the runner's own sources, so it needs every crate they use: a
+/// dependency added to the runner alone would break only the CI build of the pinned hosts,
+/// which takes long enough that it is often not run before a commit. Checked from the
+/// manifests (`cargo metadata`), in a second.
+#[test]
+fn each_pinned_runner_has_the_runners_dependencies() {
+    let output = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(gatehouse_tests::workspace_root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(output.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&output.stderr));
+    let metadata: Value = serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON");
+    let packages = metadata["packages"].as_array().expect("packages");
+    // Each dependency as the sources name it (its rename, if any), with the features it enables.
+    let dependencies = |name: &str| -> std::collections::BTreeSet<String> {
+        let package =
+            packages.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("{name} is in the workspace"));
+        package["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .filter(|dependency| dependency["kind"].is_null())
+            .map(|dependency| {
+                let used_as = dependency["rename"].as_str().or(dependency["name"].as_str()).unwrap_or_default();
+                format!("{used_as} {}", dependency["features"])
+            })
+            .collect()
+    };
+    let runner = dependencies("gatehouse");
+    for pinned in ["gatehouse-wasmtime42", "gatehouse-wasmtime44"] {
+        let has = dependencies(pinned);
+        let missing: Vec<_> = runner.difference(&has).collect();
+        assert!(missing.is_empty(), "{pinned} builds the runner's sources without {missing:?}");
+    }
+}

@@ -1,4 +1,4 @@
-//! `gatehouse new` compiles the tool templates of `templates/` into the binary (`include_dir!`,
+//! This crate compiles the tool templates of `templates/` into the binary (`include_dir!`,
 //! which Cargo does not track): an edit to a template must rebuild it.
 fn main() {
     println!("cargo::rerun-if-changed=../../templates");

@@ -1,0 +1,151 @@
+//! A new tool from the templates of `templates/` (docs/tools.md, "A tool in any language"),
+//! rendered as `spin new` renders them (Spin's template format: Liquid, with Spin's case
+//! filters), without the Spin CLI. The templates are compiled in, so `gatehouse new` works from
+//! any directory, and the same files are what `spin templates install --dir templates` reads.
+
+use std::path::{Path, PathBuf};
+
+use heck::{ToKebabCase, ToSnakeCase, ToUpperCamelCase};
+use include_dir::{Dir, include_dir};
+use liquid_core::{Display_filter, Filter, FilterReflection, ParseFilter, Runtime, Value, ValueView};
+
+static TEMPLATES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../templates");
+
+/// Why a template could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    #[error("a tool's name is letters, digits, '_' and '-' ({0:?} is not)")]
+    BadName(String),
+    #[error("{0} is not empty")]
+    NotEmpty(PathBuf),
+    #[error("the template {template} is broken: {reason}")]
+    BrokenTemplate { template: &'static str, reason: String },
+    #[error("writing {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// The languages a template exists for (`templates/tool-<language>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Language {
+    Python,
+}
+
+impl Language {
+    /// The template's folder under `templates/`, which is also its Spin template id.
+    pub fn template(self) -> &'static str {
+        match self {
+            Language::Python => "tool-python",
+        }
+    }
+}
+
+/// What to render: the tool's name as the agent calls it (`order_supplies`), and what it does
+/// (the template's default when `None`).
+#[derive(Debug, Clone)]
+pub struct NewTool {
+    pub name: String,
+    pub language: Language,
+    pub description: Option<String>,
+}
+
+impl NewTool {
+    /// The folder a tool is written to when none is given: its component's name.
+    pub fn default_folder(&self) -> PathBuf {
+        PathBuf::from(self.name.to_kebab_case())
+    }
+
+    /// Renders the template into `output`, which must not exist or be empty; how many files it
+    /// wrote.
+    pub fn render(&self, output: &Path) -> Result<usize, ScaffoldError> {
+        if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(ScaffoldError::BadName(self.name.clone()));
+        }
+        if output.read_dir().is_ok_and(|mut entries| entries.next().is_some()) {
+            return Err(ScaffoldError::NotEmpty(output.to_owned()));
+        }
+        let id = self.language.template();
+        let broken = |reason: String| ScaffoldError::BrokenTemplate { template: id, reason };
+        let template = TEMPLATES.get_dir(id).ok_or_else(|| broken("not compiled in".into()))?;
+        let parameters = self.parameters(template).map_err(broken)?;
+        let parser = liquid::ParserBuilder::with_stdlib()
+            .filter(KebabCase)
+            .filter(SnakeCase)
+            .filter(PascalCase)
+            .build()
+            .map_err(|error| broken(error.to_string()))?;
+        let content = template.get_dir(template.path().join("content")).ok_or_else(|| broken("no content".into()))?;
+        let mut written = 0;
+        for file in files(content) {
+            let relative = file.path().strip_prefix(content.path()).map_err(|error| broken(error.to_string()))?;
+            let text = file.contents_utf8().ok_or_else(|| broken(format!("{} is not text", relative.display())))?;
+            let rendered = parser
+                .parse(text)
+                .and_then(|parsed| parsed.render(&parameters))
+                .map_err(|error| broken(format!("{}: {error}", relative.display())))?;
+            let target = output.join(relative);
+            let write = |path: &Path, result: std::io::Result<()>| {
+                result.map_err(|source| ScaffoldError::Write { path: path.to_owned(), source })
+            };
+            if let Some(parent) = target.parent() {
+                write(parent, std::fs::create_dir_all(parent))?;
+            }
+            write(&target, std::fs::write(&target, rendered))?;
+            written += 1;
+        }
+        Ok(written)
+    }
+
+    /// The values a template reads: `project-name`, and each parameter of its manifest, from
+    /// this request or the manifest's default.
+    fn parameters(&self, template: &Dir<'_>) -> Result<liquid::Object, String> {
+        let manifest = template
+            .get_file(template.path().join("metadata/spin-template.toml"))
+            .and_then(|file| file.contents_utf8())
+            .ok_or("no metadata/spin-template.toml")?;
+        let manifest: toml::Table = toml::from_str(manifest).map_err(|error| format!("spin-template.toml: {error}"))?;
+        let mut values = liquid::Object::new();
+        values.insert("project-name".into(), Value::scalar(self.name.clone()));
+        let declared = manifest.get("parameters").and_then(toml::Value::as_table).cloned().unwrap_or_default();
+        for (name, parameter) in declared {
+            let default = parameter.get("default").and_then(toml::Value::as_str).unwrap_or_default().to_owned();
+            let value = match name.as_str() {
+                "project-description" => self.description.clone().unwrap_or(default),
+                _ => default,
+            };
+            values.insert(name.into(), Value::scalar(value));
+        }
+        Ok(values)
+    }
+}
+
+fn files<'a>(dir: &'a Dir<'a>) -> Vec<&'a include_dir::File<'a>> {
+    let mut found: Vec<_> = dir.files().collect();
+    for sub in dir.dirs() {
+        found.extend(files(sub));
+    }
+    found
+}
+
+/// Spin's case filters, as its templates use them.
+macro_rules! case_filter {
+    ($name:ident, $filter:ident, $liquid:literal, $convert:ident) => {
+        #[derive(Clone, ParseFilter, FilterReflection)]
+        #[filter(name = $liquid, description = "Spin's case filter of the same name.", parsed($filter))]
+        struct $name;
+
+        #[derive(Debug, Default, Display_filter)]
+        #[name = $liquid]
+        struct $filter;
+
+        impl Filter for $filter {
+            fn evaluate(&self, input: &dyn ValueView, _runtime: &dyn Runtime) -> liquid_core::Result<Value> {
+                Ok(Value::scalar(input.to_kstr().as_str().$convert()))
+            }
+        }
+    };
+}
+
+case_filter!(KebabCase, KebabCaseFilter, "kebab_case", to_kebab_case);
+case_filter!(SnakeCase, SnakeCaseFilter, "snake_case", to_snake_case);
+case_filter!(PascalCase, PascalCaseFilter, "pascal_case", to_upper_camel_case);
