@@ -1,7 +1,7 @@
 //! Tools written with the SDKs (docs/tools.md, "A tool in any language"): a team's own Python web
 //! service serving a tool with the gatehouse-tool package, from a process and a port of its own,
-//! signed; and a Python component rendered from its template by `gatehouse new tool` and built
-//! from source by sdk/test. Each keeps the contract by the conformance kit, completes a call with
+//! signed; and a Python and a TypeScript component, each rendered from its template by
+//! `gatehouse new tool` and built from source by sdk/test. Each keeps the contract by the conformance kit, completes a call with
 //! a checkpoint through the lifecycle, and has its history recorded for it by the lifecycle.
 use std::time::{Duration, Instant};
 
@@ -124,18 +124,32 @@ async fn a_python_service_completes_a_call_with_a_checkpoint_and_its_history_is_
     Ok(())
 }
 
+/// A Python and a TypeScript tool, each rendered from its template's example (an order with a
+/// quote as its checkpoint) and built by sdk/test, in one application
+/// (tests/fixtures/sdk-tools.toml; starting it compiles every component, so it is started once).
 #[tokio::test]
-async fn a_python_component_rendered_from_its_template_keeps_the_contract_and_completes_a_call() -> Result<()> {
-    // A database of its own, so the tool's stats are this test's alone.
-    let scratch = ScratchDatabase::create("sdk-component").await?;
+async fn components_rendered_from_each_template_keep_the_contract_and_complete_a_call() -> Result<()> {
+    // A database of its own, so the tools' stats are this test's alone.
+    let scratch = ScratchDatabase::create("sdk-components").await?;
     let manifest = workspace_root().join("tests/fixtures/sdk-tools.toml");
     let app = App::start_on(&manifest, scratch.serve(tool_options(SECRET, None))).await?;
-    passes_the_kit(&format!("{}/internal/tools/order-supplies", app.runner.base_url)).await?;
+    let db = scratch.connect().await?;
+    for (tool, template) in [("order_supplies", "tool-python"), ("order_stationery", "tool-typescript")] {
+        a_component_completes_a_call(&app, &db, tool).await.with_context(|| format!("{tool} ({template})"))?;
+    }
+    Ok(())
+}
+
+/// `tool` passes the kit, completes a call, keeps its own table in its own schema, and its
+/// history is recorded for it.
+async fn a_component_completes_a_call(app: &App, db: &tokio_postgres::Client, tool: &str) -> Result<()> {
+    let component = tool.replace('_', "-");
+    passes_the_kit(&format!("{}/internal/tools/{component}", app.runner.base_url)).await?;
 
     let relay = Relay::start().await?;
     let order = json!({
         "session_id": unique("order"),
-        "function_name": "order_supplies",
+        "function_name": tool,
         "parameters": {"item": "printer paper", "quantity": 3},
         "callback_url": relay.url,
     });
@@ -161,16 +175,16 @@ async fn a_python_component_rendered_from_its_template_keeps_the_contract_and_co
     );
 
     // The tool's own table, in its own schema, migrated with its own numbering beside the core's.
-    let db = scratch.connect().await?;
-    let quote = db.query_one("SELECT ordered FROM tool_order_supplies.quotes WHERE tool_call_id = $1", &[&id]).await?;
+    let quote =
+        db.query_one(&format!("SELECT ordered FROM tool_{tool}.quotes WHERE tool_call_id = $1"), &[&id]).await?;
     ensure!(quote.get::<_, bool>(0), "the quote was ordered");
-    let own = db.query_one("SELECT max(version) FROM tool_order_supplies.refinery_schema_history", &[]).await?;
+    let own = db.query_one(&format!("SELECT max(version) FROM tool_{tool}.refinery_schema_history"), &[]).await?;
     ensure!(own.get::<_, Option<i32>>(0) == Some(1), "the tool's history has its one migration");
     let core = db.query_one("SELECT count(*) FROM public.refinery_schema_history WHERE name = 'quotes'", &[]).await?;
     ensure!(core.get::<_, i64>(0) == 0, "the core's history does not know the tool's migration");
 
     // The kit spoke to the tool directly; the lifecycle recorded the call's three operations.
-    let stats = app.stats_when("order_supplies", SETTLE, |stats| stats["by_operation"]["execute"]["ok"] == 1).await?;
+    let stats = app.stats_when(tool, SETTLE, |stats| stats["by_operation"]["execute"]["ok"] == 1).await?;
     for operation in ["validate", "prepare", "execute"] {
         let counted = &stats["by_operation"][operation];
         ensure!(counted["executions"] == 1 && counted["ok"] == 1, "{operation}: {stats}");

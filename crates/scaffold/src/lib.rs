@@ -29,6 +29,8 @@ pub enum ScaffoldError {
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Language {
     Python,
+    #[cfg_attr(feature = "clap", value(name = "typescript"))]
+    TypeScript,
 }
 
 impl Language {
@@ -36,6 +38,7 @@ impl Language {
     pub fn template(self) -> &'static str {
         match self {
             Language::Python => "tool-python",
+            Language::TypeScript => "tool-typescript",
         }
     }
 }
@@ -149,3 +152,34 @@ macro_rules! case_filter {
 case_filter!(KebabCase, KebabCaseFilter, "kebab_case", to_kebab_case);
 case_filter!(SnakeCase, SnakeCaseFilter, "snake_case", to_snake_case);
 case_filter!(PascalCase, PascalCaseFilter, "pascal_case", to_upper_camel_case);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every language's template is compiled in and renders with the name in each case the
+    /// templates use; sdk/test builds what they render.
+    #[test]
+    fn each_template_renders_its_names() {
+        for language in [Language::Python, Language::TypeScript] {
+            let output =
+                std::env::temp_dir().join(format!("gatehouse-scaffold-{}-{}", language.template(), std::process::id()));
+            let _ = std::fs::remove_dir_all(&output);
+            let tool = NewTool { name: "order_supplies".into(), language, description: Some("Orders paper.".into()) };
+            let written = tool.render(&output).expect("the template renders");
+            assert!(written >= 4, "{}: {written} files", language.template());
+            let manifest = std::fs::read_to_string(output.join("spin.toml")).expect("a spin.toml");
+            assert!(manifest.contains("[component.order-supplies]"), "{manifest}");
+            assert!(
+                manifest.contains("postgres://{{ db_host }}"),
+                "Spin's own variables are left for Spin: {manifest}"
+            );
+            assert!(manifest.contains("description = \"Orders paper.\""), "{manifest}");
+            assert!(!manifest.contains("{%"), "{manifest}");
+            assert!(matches!(tool.render(&output), Err(ScaffoldError::NotEmpty(_))));
+            std::fs::remove_dir_all(&output).expect("cleaned up");
+        }
+        let bad = NewTool { name: "a b".into(), language: Language::Python, description: None };
+        assert!(matches!(bad.render(Path::new("unused")), Err(ScaffoldError::BadName(_))));
+    }
+}

@@ -1,4 +1,4 @@
-//! `gatehouse new tool NAME --lang python`: a new tool from the templates compiled into
+//! `gatehouse new tool NAME --lang python|typescript`: a new tool from the templates compiled into
 //! `gatehouse-scaffold` (docs/tools.md, "A tool in any language").
 
 use std::path::PathBuf;
