@@ -68,6 +68,10 @@ fn application_components_import_only_wasi_0_2_and_spin_interfaces() {
 fn tools_built_from_the_templates_import_only_wasi_0_2_and_spin_interfaces() {
     runs_on_spin("order-supplies (templates/tool-python)", "target/sdk/tools/order-supplies/app.wasm");
     runs_on_spin("order-stationery (templates/tool-typescript)", "target/sdk/tools/order-stationery/app.wasm");
+    runs_on_spin(
+        "order-parts (templates/tool-rust)",
+        "target/sdk/tools/order-parts/target/wasm32-wasip2/release/order_parts.wasm",
+    );
 }
 
 #[test]

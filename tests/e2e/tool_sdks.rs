@@ -15,11 +15,14 @@ use serde_json::{Value, json};
 const SECRET: &str = "tool-sdks-contract-secret";
 const SETTLE: Duration = Duration::from_secs(20);
 
-/// The conformance kit (`gatehouse tools check URL`) on the contract at `url`: every rule passes.
-async fn passes_the_kit(url: &str) -> Result<()> {
+/// The conformance kit (`gatehouse tools check ...`) on the contract at `url`, or with
+/// `--through APP COMPONENT` on a component through the application: every rule passes.
+async fn passes_the_kit(target: &[&str]) -> Result<()> {
     let output = tokio::process::Command::new(gatehouse_bin())
-        .args(["tools", "check", url])
+        .args(["tools", "check"])
+        .args(target)
         .env("GATEHOUSE_CONTRACT_SECRET", SECRET)
+        .env("GATEHOUSE_TOKEN", gatehouse_tests::TOKEN)
         .output()
         .await?;
     let printed = String::from_utf8_lossy(&output.stdout);
@@ -31,7 +34,7 @@ async fn passes_the_kit(url: &str) -> Result<()> {
 #[tokio::test]
 async fn a_python_service_keeps_the_contract() -> Result<()> {
     let clinic = PythonService::start_clinic(SECRET).await?;
-    passes_the_kit(&clinic.contract_url).await?;
+    passes_the_kit(&[&clinic.contract_url]).await?;
     let book = clinic.book().await?;
     ensure!(book["moves"].as_array().is_some_and(|moves| moves.len() == 1), "the kit's execute ran once: {book}");
     ensure!(book["holds"] == json!({}), "the kit's discarded hold was released: {book}");
@@ -124,8 +127,8 @@ async fn a_python_service_completes_a_call_with_a_checkpoint_and_its_history_is_
     Ok(())
 }
 
-/// A Python and a TypeScript tool, each rendered from its template's example (an order with a
-/// quote as its checkpoint) and built by sdk/test, in one application
+/// A Python, a TypeScript and a Rust tool, each rendered from its template's example (an order
+/// with a quote as its checkpoint) and built by sdk/test, in one application
 /// (tests/fixtures/sdk-tools.toml; starting it compiles every component, so it is started once).
 #[tokio::test]
 async fn components_rendered_from_each_template_keep_the_contract_and_complete_a_call() -> Result<()> {
@@ -134,18 +137,27 @@ async fn components_rendered_from_each_template_keep_the_contract_and_complete_a
     let manifest = workspace_root().join("tests/fixtures/sdk-tools.toml");
     let app = App::start_on(&manifest, scratch.serve(tool_options(SECRET, None))).await?;
     let db = scratch.connect().await?;
-    for (tool, template) in [("order_supplies", "tool-python"), ("order_stationery", "tool-typescript")] {
-        a_component_completes_a_call(&app, &db, tool).await.with_context(|| format!("{tool} ({template})"))?;
+    // (tool, its template, whether the kit checks it through the application)
+    let tools = [
+        ("order_supplies", "tool-python", false),
+        ("order_stationery", "tool-typescript", false),
+        ("order_parts", "tool-rust", true),
+    ];
+    for (tool, template, through) in tools {
+        a_component_completes_a_call(&app, &db, tool, through).await.with_context(|| format!("{tool} ({template})"))?;
     }
     Ok(())
 }
 
-/// `tool` passes the kit, completes a call, keeps its own table in its own schema, and its
-/// history is recorded for it.
-async fn a_component_completes_a_call(app: &App, db: &tokio_postgres::Client, tool: &str) -> Result<()> {
+/// `tool` completes a call, keeps its own table in its own schema, has its history recorded
+/// (by the lifecycle for an SDK's tool, by crates/tool for the Rust one), and passes the kit.
+async fn a_component_completes_a_call(
+    app: &App,
+    db: &tokio_postgres::Client,
+    tool: &str,
+    through_the_application: bool,
+) -> Result<()> {
     let component = tool.replace('_', "-");
-    passes_the_kit(&format!("{}/internal/tools/{component}", app.runner.base_url)).await?;
-
     let relay = Relay::start().await?;
     let order = json!({
         "session_id": unique("order"),
@@ -183,12 +195,19 @@ async fn a_component_completes_a_call(app: &App, db: &tokio_postgres::Client, to
     let core = db.query_one("SELECT count(*) FROM public.refinery_schema_history WHERE name = 'quotes'", &[]).await?;
     ensure!(core.get::<_, i64>(0) == 0, "the core's history does not know the tool's migration");
 
-    // The kit spoke to the tool directly; the lifecycle recorded the call's three operations.
+    // The call's three operations, each once, in the tool's history.
     let stats = app.stats_when(tool, SETTLE, |stats| stats["by_operation"]["execute"]["ok"] == 1).await?;
     for operation in ["validate", "prepare", "execute"] {
         let counted = &stats["by_operation"][operation];
         ensure!(counted["executions"] == 1 && counted["ok"] == 1, "{operation}: {stats}");
         ensure!(counted["p50_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{operation}: {stats}");
     }
-    Ok(())
+
+    // Last, as the kit's own calls add to the history. A Rust tool checks each call against
+    // Gatehouse's record of it, so the kit makes real calls through the application.
+    if through_the_application {
+        passes_the_kit(&["--through", &app.runner.base_url, &component]).await
+    } else {
+        passes_the_kit(&[&format!("{}/internal/tools/{component}", app.runner.base_url)]).await
+    }
 }

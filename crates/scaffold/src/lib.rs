@@ -3,6 +3,7 @@
 //! filters), without the Spin CLI. The templates are compiled in, so `gatehouse new` works from
 //! any directory, and the same files are what `spin templates install --dir templates` reads.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use heck::{ToKebabCase, ToSnakeCase, ToUpperCamelCase};
@@ -20,17 +21,21 @@ pub enum ScaffoldError {
     NotEmpty(PathBuf),
     #[error("the template {template} is broken: {reason}")]
     BrokenTemplate { template: &'static str, reason: String },
+    #[error("the template {template} has no parameter {name} (it has: {known})")]
+    UnknownParameter { template: &'static str, name: String, known: String },
     #[error("writing {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
 }
 
 /// The languages a template exists for (`templates/tool-<language>`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Language {
+    #[default]
     Python,
     #[cfg_attr(feature = "clap", value(name = "typescript"))]
     TypeScript,
+    Rust,
 }
 
 impl Language {
@@ -39,17 +44,20 @@ impl Language {
         match self {
             Language::Python => "tool-python",
             Language::TypeScript => "tool-typescript",
+            Language::Rust => "tool-rust",
         }
     }
 }
 
-/// What to render: the tool's name as the agent calls it (`order_supplies`), and what it does
-/// (the template's default when `None`).
-#[derive(Debug, Clone)]
+/// What to render: the tool's name as the agent calls it (`order_supplies`), what it does (the
+/// template's default when `None`), and values for the template's other parameters (as
+/// `spin new --value NAME=VALUE` gives them; each parameter's default otherwise).
+#[derive(Debug, Clone, Default)]
 pub struct NewTool {
     pub name: String,
     pub language: Language,
     pub description: Option<String>,
+    pub values: BTreeMap<String, String>,
 }
 
 impl NewTool {
@@ -70,7 +78,7 @@ impl NewTool {
         let id = self.language.template();
         let broken = |reason: String| ScaffoldError::BrokenTemplate { template: id, reason };
         let template = TEMPLATES.get_dir(id).ok_or_else(|| broken("not compiled in".into()))?;
-        let parameters = self.parameters(template).map_err(broken)?;
+        let parameters = self.parameters(id, template)?;
         let parser = liquid::ParserBuilder::with_stdlib()
             .filter(KebabCase)
             .filter(SnakeCase)
@@ -101,21 +109,28 @@ impl NewTool {
 
     /// The values a template reads: `project-name`, and each parameter of its manifest, from
     /// this request or the manifest's default.
-    fn parameters(&self, template: &Dir<'_>) -> Result<liquid::Object, String> {
+    fn parameters(&self, id: &'static str, template: &Dir<'_>) -> Result<liquid::Object, ScaffoldError> {
+        let broken = |reason: String| ScaffoldError::BrokenTemplate { template: id, reason };
         let manifest = template
             .get_file(template.path().join("metadata/spin-template.toml"))
             .and_then(|file| file.contents_utf8())
-            .ok_or("no metadata/spin-template.toml")?;
-        let manifest: toml::Table = toml::from_str(manifest).map_err(|error| format!("spin-template.toml: {error}"))?;
+            .ok_or_else(|| broken("no metadata/spin-template.toml".into()))?;
+        let manifest: toml::Table =
+            toml::from_str(manifest).map_err(|error| broken(format!("spin-template.toml: {error}")))?;
+        let declared = manifest.get("parameters").and_then(toml::Value::as_table).cloned().unwrap_or_default();
+        if let Some(unknown) = self.values.keys().find(|name| !declared.contains_key(*name)) {
+            let known = declared.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
+            return Err(ScaffoldError::UnknownParameter { template: id, name: unknown.clone(), known });
+        }
         let mut values = liquid::Object::new();
         values.insert("project-name".into(), Value::scalar(self.name.clone()));
-        let declared = manifest.get("parameters").and_then(toml::Value::as_table).cloned().unwrap_or_default();
         for (name, parameter) in declared {
             let default = parameter.get("default").and_then(toml::Value::as_str).unwrap_or_default().to_owned();
-            let value = match name.as_str() {
-                "project-description" => self.description.clone().unwrap_or(default),
-                _ => default,
+            let given = match name.as_str() {
+                "project-description" => self.description.clone(),
+                _ => None,
             };
+            let value = given.or_else(|| self.values.get(&name).cloned()).unwrap_or(default);
             values.insert(name.into(), Value::scalar(value));
         }
         Ok(values)
@@ -161,11 +176,16 @@ mod tests {
     /// templates use; sdk/test builds what they render.
     #[test]
     fn each_template_renders_its_names() {
-        for language in [Language::Python, Language::TypeScript] {
+        for language in [Language::Python, Language::TypeScript, Language::Rust] {
             let output =
                 std::env::temp_dir().join(format!("gatehouse-scaffold-{}-{}", language.template(), std::process::id()));
             let _ = std::fs::remove_dir_all(&output);
-            let tool = NewTool { name: "order_supplies".into(), language, description: Some("Orders paper.".into()) };
+            let tool = NewTool {
+                name: "order_supplies".into(),
+                language,
+                description: Some("Orders paper.".into()),
+                ..NewTool::default()
+            };
             let written = tool.render(&output).expect("the template renders");
             assert!(written >= 4, "{}: {written} files", language.template());
             let manifest = std::fs::read_to_string(output.join("spin.toml")).expect("a spin.toml");
@@ -179,7 +199,11 @@ mod tests {
             assert!(matches!(tool.render(&output), Err(ScaffoldError::NotEmpty(_))));
             std::fs::remove_dir_all(&output).expect("cleaned up");
         }
-        let bad = NewTool { name: "a b".into(), language: Language::Python, description: None };
+        let bad = NewTool { name: "a b".into(), ..NewTool::default() };
         assert!(matches!(bad.render(Path::new("unused")), Err(ScaffoldError::BadName(_))));
+        let values = BTreeMap::from([("no-such-parameter".to_owned(), "x".to_owned())]);
+        let unknown = NewTool { name: "a".into(), values, ..NewTool::default() };
+        let output = std::env::temp_dir().join(format!("gatehouse-scaffold-unknown-{}", std::process::id()));
+        assert!(matches!(unknown.render(&output), Err(ScaffoldError::UnknownParameter { .. })));
     }
 }

@@ -51,6 +51,8 @@ pub struct ToolClient {
 }
 
 impl ToolClient {
+    /// A client for the tool `tool` served at `component` (a component id or a tool host's URL,
+    /// as the registry names it), giving each request at most `timeout`.
     pub fn new(tool: impl Into<String>, component: impl Into<String>, timeout: Duration) -> ToolClient {
         ToolClient { tool: tool.into(), component: component.into(), timeout }
     }
@@ -61,10 +63,12 @@ impl ToolClient {
         ToolIdentity { tool: self.tool.clone(), component: self.component.clone(), version: None }
     }
 
+    /// Where the tool is served, as the registry names it.
     pub fn component(&self) -> &str {
         &self.component
     }
 
+    /// The tool's `describe`: what it is, for the agent.
     pub async fn describe(&self) -> Result<ToolDescription, ToolError> {
         self.exchange(Operation::Describe, None).await.map(|(description, _)| description).map_err(|(error, _)| error)
     }
@@ -82,18 +86,22 @@ impl ToolClient {
         Ok(validated)
     }
 
+    /// The tool's `summarize`: the sentence for these parameters.
     pub async fn summarize(&self, request: &ToolRequest) -> Result<String, ToolError> {
         self.recorded::<Summary>(Operation::Summarize, request).await.map(|s| s.summary)
     }
 
+    /// The tool's `prepare`: its checkpoint, if it has one.
     pub async fn prepare(&self, request: &ToolRequest) -> Result<Option<Checkpoint>, ToolError> {
         self.recorded::<Prepared>(Operation::Prepare, request).await.map(|p| p.checkpoint)
     }
 
+    /// The tool's `execute`: the irreversible step.
     pub async fn execute(&self, request: &ToolRequest) -> Result<Executed, ToolError> {
         self.recorded(Operation::Execute, request).await
     }
 
+    /// The tool's `discard`: undo what `prepare` left.
     pub async fn discard(&self, request: &ToolRequest) -> Result<(), ToolError> {
         self.recorded::<serde_json::Value>(Operation::Discard, request).await.map(drop)
     }

@@ -12,6 +12,7 @@ use gatehouse_domain::{ApiError, ToolCallId};
 /// How one operation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
+    /// The operation did what it was asked.
     Ok,
     /// `validate` refused the parameters: the tool worked, the input was wrong.
     Rejected,
@@ -24,9 +25,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in the order the stats list them.
     pub const ALL: [Outcome; 5] =
         [Outcome::Ok, Outcome::Rejected, Outcome::Failed, Outcome::Crashed, Outcome::Cancelled];
 
+    /// The outcome as `tool_executions.outcome` stores it.
     pub const fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -43,8 +46,11 @@ impl Outcome {
 /// the version the component last reported.
 #[derive(Debug, Clone)]
 pub struct ToolIdentity {
+    /// The tool's function name.
     pub tool: String,
+    /// The component id (or tool host URL) that served it.
     pub component: String,
+    /// The component's version, when the component itself writes the row.
     pub version: Option<String>,
 }
 
@@ -60,6 +66,7 @@ pub struct Execution {
 }
 
 impl Execution {
+    /// Starts timing `operation` of `identity`'s tool for a call (none for `describe`-like work).
     pub fn begin(
         identity: ToolIdentity,
         operation: Operation,

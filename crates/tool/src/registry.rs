@@ -6,10 +6,12 @@
 //! named by the base URL of its contract instead of a component id:
 //! `send_email|send_gmail=https://tools.example.com/internal/tools/gmail`.
 
+/// One entry of the registry: a function name, its aliases, and where it is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryEntry {
     /// The canonical function name (the first name of the entry).
     pub name: String,
+    /// Other names the agent may call it by (`send_gmail` for `send_email`).
     pub aliases: Vec<String>,
     /// Where the tool is served: a component of this application, or a tool host's URL (see
     /// [`ToolTarget`]). Calls store it, so a call keeps its tool if the registry changes.
@@ -26,6 +28,7 @@ pub enum ToolTarget<'a> {
 }
 
 impl<'a> ToolTarget<'a> {
+    /// A URL (`http://`, `https://`) is a tool host; anything else a component id.
     pub fn of(component: &'a str) -> ToolTarget<'a> {
         if component.starts_with("http://") || component.starts_with("https://") {
             ToolTarget::Url(component.trim_end_matches('/'))
@@ -58,12 +61,15 @@ impl<'a> ToolTarget<'a> {
     }
 }
 
+/// The registry: `tool_registry`, parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolRegistry {
     entries: Vec<RegistryEntry>,
 }
 
 impl ToolRegistry {
+    /// Parses `tool_registry`; an entry without a name or a component, or a URL without a host,
+    /// is refused with the entry quoted.
     pub fn parse(spec: &str) -> Result<ToolRegistry, String> {
         let mut entries = Vec::new();
         for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
@@ -90,6 +96,7 @@ impl ToolRegistry {
         self.entries.iter().find(|e| e.name == function || e.aliases.iter().any(|a| a == function))
     }
 
+    /// Every entry, in the variable's order.
     pub fn entries(&self) -> &[RegistryEntry] {
         &self.entries
     }

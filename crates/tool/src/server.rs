@@ -12,10 +12,12 @@ use crate::history::{Execution, Outcome, ToolIdentity};
 /// sentence, which the agent can speak.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolFailure {
+    /// The sentence the agent speaks.
     pub message: String,
 }
 
 impl ToolFailure {
+    /// A failure saying `message`.
     pub fn new(message: impl Into<String>) -> ToolFailure {
         ToolFailure { message: message.into() }
     }
@@ -50,18 +52,26 @@ pub trait Tool {
 macro_rules! tool_component {
     ($tool:expr) => {
         #[::spin_sdk::http_component]
-        async fn entry(req: ::gatehouse_http::IncomingRequest, out: ::gatehouse_http::ResponseOutparam) {
-            $crate::serve_tool(::gatehouse_http::this_component!(), req, out, &$tool).await
+        async fn entry(
+            req: $crate::__private::gatehouse_http::IncomingRequest,
+            out: $crate::__private::gatehouse_http::ResponseOutparam,
+        ) {
+            $crate::serve_tool($crate::__private::gatehouse_http::this_component!(), req, out, &$tool).await
         }
     };
     ($tool:expr, $route:literal => $handler:path) => {
         #[::spin_sdk::http_component]
-        async fn entry(req: ::gatehouse_http::IncomingRequest, out: ::gatehouse_http::ResponseOutparam) {
-            let component = ::gatehouse_http::this_component!();
+        async fn entry(
+            req: $crate::__private::gatehouse_http::IncomingRequest,
+            out: $crate::__private::gatehouse_http::ResponseOutparam,
+        ) {
+            let component = $crate::__private::gatehouse_http::this_component!();
             let tool = $tool;
-            ::gatehouse_http::serve(component, req, out, |req| {
+            $crate::__private::gatehouse_http::serve(component, req, out, |req| {
                 $crate::contract_routes(component, &tool, &req)
-                    .post($route, ::gatehouse_http::Access::Token, move |req, _params| $handler(component, req))
+                    .post($route, $crate::__private::gatehouse_http::Access::Token, move |req, _params| {
+                        $handler(component, req)
+                    })
                     .dispatch(req)
             })
             .await

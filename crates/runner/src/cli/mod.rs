@@ -45,7 +45,7 @@ enum Command {
     /// declared tool to the manifest.
     #[command(subcommand, visible_alias = "tool")]
     Tools(tools::ToolsCommand),
-    /// Start something new from a template: `gatehouse new tool NAME --lang python|typescript`.
+    /// Start something new from a template: `gatehouse new tool NAME --lang python|typescript|rust`.
     #[command(subcommand)]
     New(new::NewCommand),
 }

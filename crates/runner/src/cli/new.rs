@@ -1,4 +1,4 @@
-//! `gatehouse new tool NAME --lang python|typescript`: a new tool from the templates compiled into
+//! `gatehouse new tool NAME --lang python|typescript|rust`: a new tool from the templates compiled into
 //! `gatehouse-scaffold` (docs/tools.md, "A tool in any language").
 
 use std::path::PathBuf;
@@ -24,6 +24,10 @@ pub(crate) struct ToolArgs {
     /// What the tool does, for the agent (the template's default otherwise).
     #[arg(long)]
     description: Option<String>,
+    /// A value for one of the template's parameters, as `spin new --value` takes it
+    /// (`gatehouse-repository=../gatehouse` for the Rust template); repeat for more.
+    #[arg(long = "value", value_name = "NAME=VALUE", value_parser = parse_value)]
+    values: Vec<(String, String)>,
     /// The folder to write it to (the component's name under the current folder by default);
     /// it must not exist, or be empty.
     #[arg(long)]
@@ -32,7 +36,12 @@ pub(crate) struct ToolArgs {
 
 pub(crate) fn run(command: NewCommand) -> Result<()> {
     let NewCommand::Tool(args) = command;
-    let tool = NewTool { name: args.name, language: args.lang, description: args.description };
+    let tool = NewTool {
+        name: args.name,
+        language: args.lang,
+        description: args.description,
+        values: args.values.into_iter().collect(),
+    };
     let output = args.output.unwrap_or_else(|| tool.default_folder());
     let written = tool.render(&output)?;
     println!("wrote {} files to {}", written, output.display());
@@ -41,4 +50,12 @@ pub(crate) fn run(command: NewCommand) -> Result<()> {
         output.display()
     );
     Ok(())
+}
+
+fn parse_value(value: &str) -> Result<(String, String), String> {
+    value
+        .split_once('=')
+        .map(|(name, value)| (name.trim().to_owned(), value.to_owned()))
+        .filter(|(name, _)| !name.is_empty())
+        .ok_or_else(|| format!("{value:?} is not NAME=VALUE"))
 }
