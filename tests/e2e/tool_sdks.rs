@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use gatehouse_tests::lifecycle::{App, Relay, ScratchDatabase, tool_options};
 use gatehouse_tests::python_service::PythonService;
-use gatehouse_tests::{app_manifest, gatehouse_bin, unique, workspace_root};
+use gatehouse_tests::{RunnerOptions, app_manifest, gatehouse_bin, pinned_host_bin, unique, workspace_root};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -132,10 +132,29 @@ async fn a_python_service_completes_a_call_with_a_checkpoint_and_its_history_is_
 /// (tests/fixtures/sdk-tools.toml; starting it compiles every component, so it is started once).
 #[tokio::test]
 async fn components_rendered_from_each_template_keep_the_contract_and_complete_a_call() -> Result<()> {
-    // A database of its own, so the tools' stats are this test's alone.
-    let scratch = ScratchDatabase::create("sdk-components").await?;
+    each_template_tool_on(None).await
+}
+
+/// The same built files on the hosts pinned to the wasmtime of Spin 3.6 (SpinKube's shim) and
+/// Spin 4.0 (crates/pinned-hosts): componentize-py's and componentize-js's components hold
+/// wasi:http resources their own way, and wasmtime 42 traps on a resource dropped before its
+/// children.
+#[tokio::test]
+async fn components_rendered_from_each_template_run_on_the_wasmtime_of_spin_3_6_and_4_0() -> Result<()> {
+    for host in ["gatehouse-wasmtime42", "gatehouse-wasmtime44"] {
+        each_template_tool_on(Some(host)).await.with_context(|| format!("on {host}"))?;
+    }
+    Ok(())
+}
+
+/// The three template tools in tests/fixtures/sdk-tools.toml, served by `host` (a pinned
+/// runner) or the runner, each completing a call and passing the kit.
+async fn each_template_tool_on(host: Option<&str>) -> Result<()> {
+    // A database of its own, so the tools' stats are this run's alone.
+    let scratch = ScratchDatabase::create(&format!("sdk-{}", host.unwrap_or("components"))).await?;
     let manifest = workspace_root().join("tests/fixtures/sdk-tools.toml");
-    let app = App::start_on(&manifest, scratch.serve(tool_options(SECRET, None))).await?;
+    let options = RunnerOptions { binary: host.map(pinned_host_bin), ..tool_options(SECRET, None) };
+    let app = App::start_on(&manifest, scratch.serve(options)).await?;
     let db = scratch.connect().await?;
     // (tool, its template, whether the kit checks it through the application)
     let tools = [

@@ -10,7 +10,7 @@
 import { OPERATIONS, SIGNATURE_HEADER, type Operation } from "./contract.js";
 import { decide, release, settle, type CallRequest, type CallStore, type OnCall } from "./ledger.js";
 import { verify } from "./signature.js";
-import { InvalidParameters, ToolFailure, type Tool } from "./tool.js";
+import { InvalidParameters, ToolFailure, type Call, type Tool } from "./tool.js";
 
 /** The largest request body read: Gatehouse's own bound on a call's parameters is 48 KiB. */
 export const MAX_BODY_BYTES = 256 * 1024;
@@ -138,7 +138,7 @@ export class ContractServer {
     return error(409, "invalid_state", "This call is being changed by another request; try again.");
   }
 
-  private async run(operation: OnCall, call: Parameters<Tool["execute"]>[0]): Promise<Reply> {
+  private async run(operation: OnCall, call: Call): Promise<Reply> {
     try {
       if (operation === "prepare") return { status: 200, body: { checkpoint: await this.tool.prepare(call) } };
       if (operation === "execute") return { status: 200, body: await this.tool.execute(call) };
