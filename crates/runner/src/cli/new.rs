@@ -1,5 +1,5 @@
-//! `gatehouse new tool NAME --lang python|typescript|rust`: a new tool from the templates compiled into
-//! `gatehouse-scaffold` (docs/tools.md, "A tool in any language").
+//! `gatehouse new tool NAME --lang python|typescript|rust`: a new tool from the templates
+//! compiled into `gatehouse-scaffold` (docs/tools.md, "A tool in any language").
 
 use std::path::PathBuf;
 
