@@ -45,10 +45,17 @@ pub(crate) fn run(command: NewCommand) -> Result<()> {
     let output = args.output.unwrap_or_else(|| tool.default_folder());
     let written = tool.render(&output)?;
     println!("wrote {} files to {}", written, output.display());
-    println!(
-        "next: build it (gatehouse build --manifest {}/spin.toml), then check it with gatehouse tools check",
-        output.display()
-    );
+    let component = tool.default_folder();
+    let component = component.display();
+    println!("next: build it with gatehouse build --manifest {}/spin.toml, serve it, and check it:", output.display());
+    // A Rust tool checks each call against Gatehouse's record of it, so the kit makes real
+    // calls through an application; an SDK's tool keeps its own records (docs/tools.md).
+    match tool.language {
+        Language::Rust => println!("  gatehouse tools check --through http://127.0.0.1:3000 {component}"),
+        Language::Python | Language::TypeScript => {
+            println!("  gatehouse tools check http://127.0.0.1:3000/internal/tools/{component}")
+        }
+    }
     Ok(())
 }
 
