@@ -62,17 +62,15 @@ class PostgresStore:
     ``service_nonces``, shared with the Rust tools), so every instance and host of the tool agrees.
     The statements call the functions of ``migrations/V16__tool_sdk_calls.sql``, which every SDK
     shares; each returns exactly one row (Spin 4.0's PostgreSQL host never returns from a query
-    with none: docs/architecture.md, "No query returns zero rows")."""
+    with none: docs/architecture.md, "No query returns zero rows"). It runs them on ``db``, the
+    connection the tool's own statements use too."""
 
-    def __init__(self, tool: str, address: str) -> None:
+    def __init__(self, tool: str, db: Database) -> None:
         self._tool = tool
-        self._address = address
-        self._connection: Optional[postgres.Connection] = None
+        self._db = db
 
     def _value(self, statement: str, parameters: list[postgres.ParameterValue]) -> postgres.DbValue:
-        if self._connection is None:
-            self._connection = postgres.Connection.open(self._address)
-        rows = self._connection.query(statement, parameters).rows
+        rows = self._db.connection.query(statement, parameters).rows
         if len(rows) != 1 or len(rows[0]) != 1:
             raise RuntimeError(f"expected one value, got {len(rows)} rows")
         return rows[0][0]
@@ -119,24 +117,31 @@ class Database:
     returns none."""
 
     def __init__(self, address: str) -> None:
-        self._connection = postgres.Connection.open(address)
+        self.connection = postgres.Connection.open(address)
 
     def execute(self, statement: str, *parameters: Value) -> int:
         """Runs a statement that returns no rows; how many rows it changed."""
-        return self._connection.execute(statement, [_parameter(value) for value in parameters])
+        return self.connection.execute(statement, [_parameter(value) for value in parameters])
 
     def query(self, statement: str, *parameters: Value) -> list[tuple[Value, ...]]:
         """The rows of a query, each a tuple of plain values."""
-        rows = self._connection.query(statement, [_parameter(value) for value in parameters]).rows
+        rows = self.connection.query(statement, [_parameter(value) for value in parameters]).rows
         return [tuple(_value(cell) for cell in row) for row in rows]
 
 
+_shared: Optional[Database] = None
+
+
 def database() -> Database:
-    """A connection to Gatehouse's database, from the ``db_url`` variable."""
-    address = _variable("db_url")
-    if address is None:
-        raise RuntimeError("the component has no db_url variable")
-    return Database(address)
+    """The component's connection to Gatehouse's database, from the ``db_url`` variable: the same
+    one the SDK keeps its calls on, so a request uses one connection."""
+    global _shared
+    if _shared is None:
+        address = _variable("db_url")
+        if address is None:
+            raise RuntimeError("the component has no db_url variable")
+        _shared = Database(address)
+    return _shared
 
 
 def _parameter(value: Value) -> postgres.ParameterValue:
@@ -187,15 +192,16 @@ async def _serve(tool: Tool, request: IncomingRequest, response_out: ResponseOut
 
 
 async def _answer(tool: Tool, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
-    address = _variable("db_url")
-    if address is None:
+    global _shared
+    if _variable("db_url") is None:
         return error(500, "internal", "The component has no db_url variable.")
-    server = ContractServer(tool, _variable("contract_secret"), PostgresStore(tool.name, address))
     chained = headers.get("spin-matched-route") == CHAINED_ROUTE
     try:
+        server = ContractServer(tool, _variable("contract_secret"), PostgresStore(tool.name, database()))
         return await server.handle(method, path, headers, body, chained=chained)
     except Err as failure:  # the database: a crash Gatehouse retries
         log.error("%s of %s: the database refused: %r", path, tool.name, failure.value)
+        _shared = None
         return error(503, "database_unavailable", "The tool could not reach its calls; try again.")
 
 
