@@ -77,8 +77,9 @@ pub struct App {
     /// Set when the host starts to stop: `/.well-known/spin/health` then answers 503.
     draining: AtomicBool,
     this: Weak<App>,
-    /// The components' `files`, staged for as long as the application runs (src/files.rs).
-    _files: tempfile::TempDir,
+    /// The components' `files`, staged for as long as the application runs (src/files.rs); none
+    /// when no component has files.
+    _files: Option<tempfile::TempDir>,
 }
 
 /// How long a guest runs before it starts yielding at every epoch tick. A request's guest
@@ -117,9 +118,14 @@ impl App {
         host::add_to_linker(&mut linker)?;
         let models = local_models(&manifest, &manifest_dir, &config.project_home, config.model_dir.clone());
 
-        // The files components may read, copied here so nothing beside them is reachable.
-        let staging =
-            tempfile::Builder::new().prefix("gatehouse-files-").tempdir().context("a folder for component files")?;
+        // The files components may read, copied here so nothing beside them is reachable. Made
+        // only when a component has files: a folder left by a killed host is then the exception.
+        let staging = if manifest.component.values().any(|decl| !decl.files.is_empty()) {
+            let dir = tempfile::Builder::new().prefix("gatehouse-files-").tempdir();
+            Some(dir.context("a folder for component files")?)
+        } else {
+            None
+        };
         let mut components = HashMap::new();
         for (id, decl) in &manifest.component {
             let source = manifest.source_path(&manifest_dir, id).context("component source")?;
@@ -140,8 +146,11 @@ impl App {
                 environment: decl.environment.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 ai_models: decl.ai_models.clone(),
                 models: models.clone(),
-                mounts: crate::files::mounts(decl, &manifest_dir, &staging.path().join(id))
-                    .with_context(|| format!("component '{id}'"))?,
+                mounts: match &staging {
+                    Some(staging) => crate::files::mounts(decl, &manifest_dir, &staging.path().join(id))
+                        .with_context(|| format!("component '{id}'"))?,
+                    None => Vec::new(),
+                },
             };
             components.insert(id.clone(), LoadedComponent { handler, runtime: Arc::new(runtime) });
         }
