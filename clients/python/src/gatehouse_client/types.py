@@ -229,8 +229,39 @@ class SweepReport(TypedDict):
     session_context_purged: int
 
 
+class ToolEffects(TypedDict):
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool
+
+
+class AvailableTool(TypedDict):
+    """A tool as it describes itself (the contract's ``describe``), and its component."""
+
+    name: str
+    aliases: List[str]
+    description: str
+    parameters_schema: Dict[str, Any]
+    needs_checkpoint: bool
+    version: str
+    effects: NotRequired[ToolEffects]
+    component: str
+    available: Literal[True]
+
+
+class UnavailableTool(TypedDict):
+    """A registered tool whose component did not answer ``describe``, and why."""
+
+    name: str
+    aliases: List[str]
+    component: str
+    available: Literal[False]
+    cause: ToolFault
+
+
 class ToolList(TypedDict):
-    tools: List[Dict[str, Any]]
+    tools: List[Union[AvailableTool, UnavailableTool]]
 
 
 class ExecutionPage(TypedDict):
@@ -352,4 +383,5 @@ SCHEMAS = {
     "QueryVectorDbRequest": QueryVectorDbRequest, "ProgressCallback": ProgressCallback,
     "CheckpointCallback": CheckpointCallback, "CompletionCallback": CompletionCallback,
     "Health": Health, "Error": ErrorBody, "ToolFault": ToolFault,
+    "AvailableTool": AvailableTool, "UnavailableTool": UnavailableTool,
 }
