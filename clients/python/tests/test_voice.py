@@ -66,6 +66,10 @@ def test_the_seed_conversation_as_function_calls_with_a_barge_in_and_a_restart()
             assert call_id(proposed) in waiting and "john.smith@gmail.com" in waiting
 
             await relay.call(CONFIRM, {}, "fc_4")
+            # The caller interrupts while it runs, and the model proposes the corrected email again,
+            # with a new call id: the same call.
+            corrected = {**SEED_EMAIL, "to": "john.smith@gmail.com"}
+            assert call_id(await relay.call("send_email", corrected, "fc_4b")) == call_id(proposed)
             checkpoint = await spoken.next(1)
             assert "john.smith@gmail.com" in checkpoint, checkpoint
             await relay.call(CONFIRM, {}, "fc_5")  # go ahead, at the checkpoint
@@ -77,6 +81,10 @@ def test_the_seed_conversation_as_function_calls_with_a_barge_in_and_a_restart()
             calls = await second.get_session_calls(conversation_id)
             assert calls["pending_total"] == 0 and calls["recent_total"] == 1, "one email, one call"
             assert await relay.call(CONFIRM, {}, "fc_6") == "There is nothing waiting for the caller's yes."
+            # Proposed once more after it was sent: answered with what was done, not sent twice.
+            repeated = await relay.call("send_email", corrected, "fc_7")
+            assert repeated.startswith("That was already done: ") and call_id(repeated) == call_id(proposed), repeated
+            assert (await second.get_session_calls(conversation_id))["recent_total"] == 1
             await relay.aclose()
 
     asyncio.run(conversation())

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Union
 
@@ -105,13 +106,15 @@ class VoiceSession:
     same after a relay restart, so its open calls are found again). ``speak`` says what arrives
     after a function has answered: the checkpoint's question and the outcome. ``wait`` is each
     long-poll of a running call (at most 30 s), and a call is followed for at most
-    ``follow_for`` seconds."""
+    ``follow_for`` seconds. The same action proposed again within ``repeat_window`` seconds of an
+    identical completed one is answered with that one's outcome rather than done twice."""
 
     client: AsyncGatehouse
     session_id: str
     speak: Optional[Speak] = None
     wait: float = 25.0
     follow_for: float = 600.0
+    repeat_window: float = 300.0
     _following: Dict[str, "asyncio.Task[None]"] = field(default_factory=dict, init=False, repr=False)
 
     async def functions(self) -> List[Function]:
@@ -162,6 +165,26 @@ class VoiceSession:
         self._following.clear()
 
     async def _propose(self, name: str, parameters: Dict[str, Any], call_id: str) -> str:
+        # A model that lost a function's answer to a barge-in makes the call again, with a new
+        # call id: the same action already waiting, running or just done is that call.
+        context = await self.client.get_session_calls(self.session_id)
+        for open_call in context["pending"]:
+            if open_call["function_name"] == name and open_call["parameters"] == parameters:
+                id = open_call["tool_call_id"]
+                if open_call["status"] == "PENDING":
+                    return f"That is already waiting for the caller's yes. (Call id: {id}.)"
+                self._follow(id)
+                return f"That is already under way; I'll say how it went. (Call id: {id}.)"
+        now = datetime.now(timezone.utc)
+        for settled in context["recent"]:
+            if (
+                settled["function_name"] == name
+                and settled["parameters"] == parameters
+                and settled["status"] == "COMPLETED"
+                and (now - _instant(settled["created_at"])).total_seconds() <= self.repeat_window
+            ):
+                done = settled["voice_response"] or "It was done."
+                return f"That was already done: {done} Don't do it again unless the caller asks for another. (Call id: {settled['tool_call_id']}.)"
         created = await self.client.create_tool_call(
             {"session_id": self.session_id, "function_name": name, "parameters": parameters},
             idempotency_key=f"voice:{self.session_id}:{call_id}",
@@ -284,3 +307,9 @@ def _arguments(arguments: Union[str, Mapping[str, Any], None]) -> Dict[str, Any]
     if not isinstance(parsed, dict):
         raise ValueError("the arguments are not an object")
     return parsed
+
+
+def _instant(text: str) -> datetime:
+    """An RFC 3339 timestamp as Gatehouse writes it (``...Z``)."""
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
