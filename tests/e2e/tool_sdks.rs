@@ -230,3 +230,34 @@ async fn a_component_completes_a_call(
         passes_the_kit(&[&format!("{}/internal/tools/{component}", app.runner.base_url)]).await
     }
 }
+
+/// The sweeper forgets an SDK tool's call records a week after their last change, oldest first,
+/// and keeps younger ones (migrations/V16__tool_sdk_calls.sql; crates/lifecycle/src/sweep.rs).
+#[tokio::test]
+async fn the_sweeper_forgets_sdk_call_records_a_week_old() -> Result<()> {
+    let scratch = ScratchDatabase::create("sdk-forget").await?;
+    let app = App::start_on(&app_manifest(), scratch.serve(tool_options(SECRET, None))).await?;
+    let db = scratch.connect().await?;
+    db.execute(
+        "INSERT INTO tool_sdk_calls (tool, tool_call_id, version, record, updated_at) VALUES \
+         ('order_supplies', 'tc_old', 3, '{}', now() - interval '8 days'), \
+         ('order_supplies', 'tc_young', 3, '{}', now() - interval '6 days')",
+        &[],
+    )
+    .await?;
+    ensure!(app.sweep().await?.status == 200);
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let left: Vec<String> = db
+            .query("SELECT tool_call_id FROM tool_sdk_calls ORDER BY 1", &[])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if left == ["tc_young"] {
+            return Ok(());
+        }
+        ensure!(Instant::now() < deadline, "after the sweep the records are {left:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -2,7 +2,7 @@
 -- for $2 seconds, oldest first: long after their calls settled. Answers how many.
 WITH old AS (
     SELECT tool, tool_call_id FROM tool_sdk_calls
-    WHERE updated_at < now() - make_interval(secs => $2::float8)
+    WHERE updated_at < now() - make_interval(secs => ($2::bigint)::float8)
     ORDER BY updated_at LIMIT $1
 ),
 forgotten AS (
