@@ -157,6 +157,22 @@ class VoiceSession:
                 return UNREACHABLE
             return error.message
 
+    async def withdraw(self, name: str, arguments: Union[str, Mapping[str, Any], None], call_id: str) -> None:
+        """Cancels the proposal the function call ``call_id`` made, if it made one, for a call the
+        framework cut off before the model had its answer (the caller never heard it, so no yes
+        may confirm it). Looked up by its key: a create that was in flight is found, or made and
+        cancelled at once. Only a call still PENDING is cancelled."""
+        try:
+            created = await self.client.create_tool_call(
+                {"session_id": self.session_id, "function_name": name, "parameters": _arguments(arguments)},
+                idempotency_key=f"voice:{self.session_id}:{call_id}",
+            )
+            id = created["tool_call_id"]
+            if (await self.client.get_tool_call(id))["status"] == "PENDING":
+                await self.client.cancel_tool_call(id, {"reason": "interrupted before the caller heard it"})
+        except (ValueError, GatehouseConnectionError, GatehouseError) as error:
+            log.warning("withdrawing the proposal of %s (%s): %s", name, call_id, error)
+
     async def aclose(self) -> None:
         """Stops following the session's calls (they go on in Gatehouse)."""
         for task in self._following.values():

@@ -1,0 +1,89 @@
+"""Gatehouse as the tool backend of a Pipecat pipeline (docs/pipecat.md).
+
+``tools = await GatehouseTools.attach(llm, client, session_id)`` registers every tool Gatehouse
+lists, and the conversation's confirm, change, cancel and pending functions, on the pipeline's
+LLM service, and answers the ``ToolsSchema`` to give its context. What each function does is
+``gatehouse_client.voice``'s: a proposal is held as PENDING until the caller says yes, a
+correction changes it, the checkpoint's question and the outcome are spoken when they arrive.
+
+Interruptions: a proposal the caller interrupts is cancelled in Gatehouse (it was never
+confirmed, so nothing is lost); a confirmation is never cancelled by an interruption, so a
+side effect the caller agreed to is never cut off half way (it runs in Gatehouse, which does it
+once)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, List, Optional
+
+from gatehouse_client import AsyncGatehouse
+from gatehouse_client.voice import CONFIRM, SESSION_FUNCTIONS, Function, VoiceSession
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.frames.frames import LLMMessagesAppendFrame, TTSSpeakFrame
+from pipecat.services.llm_service import FunctionCallParams, LLMService
+
+__all__ = ["GatehouseTools"]
+
+log = logging.getLogger("gatehouse_pipecat")
+
+_SESSION_NAMES = {function.name for function in SESSION_FUNCTIONS}
+
+
+class GatehouseTools:
+    """Gatehouse's tools on one pipeline's LLM service, for one conversation."""
+
+    def __init__(self, llm: LLMService[Any], voice: VoiceSession, functions: List[Function]) -> None:
+        self.llm = llm
+        self.voice = voice
+        self.functions = functions
+
+    @classmethod
+    async def attach(
+        cls, llm: LLMService[Any], client: AsyncGatehouse, session_id: str, *, voice: Optional[VoiceSession] = None
+    ) -> "GatehouseTools":
+        """Registers the conversation's functions on ``llm``; ``tools.schema`` goes in the context."""
+        session = voice or VoiceSession(client, session_id)
+        functions = await session.functions()
+        tools = cls(llm, session, functions)
+        session.speak = tools._speak
+        for function in functions:
+            # A confirmation runs to its end whatever the caller says meanwhile.
+            llm.register_function(function.name, tools._handle, cancel_on_interruption=function.name != CONFIRM)
+        return tools
+
+    @property
+    def schema(self) -> ToolsSchema:
+        """The functions as the context's tools."""
+        return ToolsSchema(
+            standard_tools=[
+                FunctionSchema(
+                    name=function.name,
+                    description=function.description,
+                    properties=dict(function.parameters.get("properties", {})),
+                    required=list(function.parameters.get("required", [])),
+                )
+                for function in self.functions
+            ]
+        )
+
+    async def aclose(self) -> None:
+        await self.voice.aclose()
+
+    async def _handle(self, params: FunctionCallParams) -> None:
+        try:
+            answer = await self.voice.call(params.function_name, dict(params.arguments), params.tool_call_id)
+        except asyncio.CancelledError:
+            if params.function_name not in _SESSION_NAMES:
+                # Interrupted before the caller heard it: withdrawn, so a later yes cannot confirm it.
+                await asyncio.shield(self.voice.withdraw(params.function_name, dict(params.arguments), params.tool_call_id))
+            raise
+        await params.result_callback(answer)
+
+    async def _speak(self, sentence: str) -> None:
+        # Said, and kept in the context so the model knows the caller heard it.
+        await self.llm.push_frame(TTSSpeakFrame(sentence))
+        await self.llm.push_frame(LLMMessagesAppendFrame(messages=[{"role": "assistant", "content": sentence}], run_llm=False))
+
+

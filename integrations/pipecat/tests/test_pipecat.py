@@ -1,0 +1,239 @@
+"""gatehouse-pipecat in a real Pipecat pipeline: Pipecat's own OpenAI LLM service (talking to a
+scripted model, a local server speaking the OpenAI protocol), its context aggregators and its
+function-call machinery, against the running Gatehouse."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+from typing import Any, List
+
+from gatehouse_client import AsyncGatehouse
+from gatehouse_pipecat import GatehouseTools
+from gatehouse_client.voice import UNREACHABLE
+from pipecat.frames.frames import (
+    Frame,
+    FunctionCallCancelFrame,
+    FunctionCallInProgressFrame,
+    FunctionCallResultFrame,
+    InterruptionFrame,
+    LLMMessagesAppendFrame,
+    TTSSpeakFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.tests.utils import SleepFrame, run_test
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from scripted_model import ScriptedModel  # noqa: E402
+
+URL = os.environ["GATEHOUSE_URL"]
+TOKEN = os.environ["GATEHOUSE_TOKEN"]
+# The same application without its database (clients/test starts both).
+DEGRADED_URL = os.environ["GATEHOUSE_DEGRADED_URL"]
+
+
+class SlowAnswers(httpx.AsyncBaseTransport):
+    """Real requests to the real Gatehouse, whose answers to ``POST <path>`` reach the relay
+    ``delay`` seconds late: an interruption then lands while the function call is under way."""
+
+    def __init__(self, path: str, delay: float) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self._path = path
+        self._delay = delay
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method == "POST" and request.url.path.startswith(self._path):
+            await response.aread()
+            await asyncio.sleep(self._delay)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+SEED = {"to": "john@gmail.com", "subject": "Meeting Tomorrow", "body": "See you at 10."}
+
+
+class Heard(FrameProcessor):
+    """What reached the speaker: every TTSSpeakFrame's text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: List[str] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TTSSpeakFrame):
+            self.said.append(frame.text)
+        await self.push_frame(frame, direction)
+
+
+def user(text: str) -> LLMMessagesAppendFrame:
+    return LLMMessagesAppendFrame(messages=[{"role": "user", "content": text}], run_llm=True)
+
+
+async def pipeline(model: ScriptedModel, gatehouse: AsyncGatehouse, session: str) -> Any:
+    llm = OpenAILLMService(api_key="scripted", base_url=model.base_url, settings=OpenAILLMService.Settings(model="scripted", system_instruction="You help by phone."))
+    tools = await GatehouseTools.attach(llm, gatehouse, session)
+    context = LLMContext(tools=tools.schema)
+    aggregators = LLMContextAggregatorPair(context)
+    heard = Heard()
+    return Pipeline([aggregators.user(), llm, heard, aggregators.assistant()]), tools, heard, context
+
+
+def test_the_seed_conversation_with_a_restart_before_the_yes() -> None:
+    async def conversation() -> None:
+        session = f"pipecat-{uuid.uuid4().hex[:12]}"
+        model = ScriptedModel([
+            [("send_email", SEED)], "I'll email John about the meeting. Shall I?",
+            [("change_call", {"changes": {"to": "john.smith@gmail.com"}})], "Sending it to john.smith then. Shall I?",
+        ])
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            first, tools, _, _ = await pipeline(model, gh, session)
+            await run_test(first, frames_to_send=[user("Email John about tomorrow's meeting."), SleepFrame(1.0),
+                                                  user("Actually it's john.smith@gmail.com."), SleepFrame(1.0)])
+            await tools.aclose()
+            results = model.function_results()
+            assert "john@gmail.com" in str(results[0]) and "john.smith@gmail.com" in str(results[1]), results
+
+        # The relay restarts: a new pipeline and client on the same conversation.
+        model.script.extend([[("confirm_call", {})], "On it.", [("confirm_call", {})], "Going ahead."])
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            second, tools, heard, _ = await pipeline(model, gh, session)
+            await run_test(second, frames_to_send=[user("Yes, send it."), SleepFrame(2.0), user("Go ahead."), SleepFrame(3.0)])
+            await tools.aclose()
+            assert any("john.smith@gmail.com" in said for said in heard.said), heard.said
+            calls = await gh.get_session_calls(session)
+            assert calls["pending_total"] == 0 and calls["recent_total"] == 1, calls
+            assert calls["recent"][0]["status"] == "COMPLETED"
+        model.close()
+
+    asyncio.run(conversation())
+
+
+class Calls(FrameProcessor):
+    """The order in which function calls and interruptions passed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: List[str] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, FunctionCallInProgressFrame):
+            self.seen.append(f"start {frame.function_name}")
+        elif isinstance(frame, FunctionCallResultFrame):
+            self.seen.append(f"result {frame.function_name}")
+        elif isinstance(frame, FunctionCallCancelFrame):
+            self.seen.append(f"cancelled {frame.function_name}")
+        elif isinstance(frame, InterruptionFrame):
+            self.seen.append("interrupted")
+        await self.push_frame(frame, direction)
+
+
+async def slow_pipeline(model: ScriptedModel, path: str, session: str) -> Any:
+    gatehouse = AsyncGatehouse(URL, TOKEN, http=httpx.AsyncClient(transport=SlowAnswers(path, 1.5)))
+    llm = OpenAILLMService(api_key="scripted", base_url=model.base_url, settings=OpenAILLMService.Settings(model="scripted", system_instruction="You help by phone."))
+    tools = await GatehouseTools.attach(llm, gatehouse, session)
+    context = LLMContext(tools=tools.schema)
+    aggregators = LLMContextAggregatorPair(context)
+    calls = Calls()
+    return Pipeline([aggregators.user(), llm, calls, aggregators.assistant()]), tools, calls, gatehouse
+
+
+def test_a_barge_in_during_the_confirmation_and_the_same_call_again_send_one_email() -> None:
+    async def conversation() -> None:
+        session = f"pipecat-barge-{uuid.uuid4().hex[:12]}"
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            proposed = await gh.create_tool_call({"session_id": session, "function_name": "send_email", "parameters": SEED})
+        model = ScriptedModel([[("confirm_call", {})], "On it.",
+                               [("send_email", SEED)], "It's on its way; I'll ask before it goes.",
+                               [("confirm_call", {})], "Sent."])
+        p, tools, calls, gatehouse = await slow_pipeline(model, "/voice-tools/confirm", session)
+        await run_test(p, frames_to_send=[
+            # The checkpoint waits checkpoint_ttl_seconds (4 s in clients/test): the caller's go-ahead
+            # comes 2.5 s after the yes.
+            user("Yes, send it."), SleepFrame(0.5), InterruptionFrame(), SleepFrame(1.2),
+            user("Hello? Did you send the email?"), SleepFrame(0.8),
+            user("Go ahead."), SleepFrame(3.0)])
+        await tools.aclose()
+        await gatehouse.aclose()
+        # The interruption came while the confirmation ran, and did not cut it off.
+        order = calls.seen
+        assert order.index("interrupted") < order.index("result confirm_call"), order
+        assert "cancelled confirm_call" not in order, order
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            context = await gh.get_session_calls(session)
+            assert context["pending_total"] == 0 and context["recent_total"] == 1, context
+            assert context["recent"][0]["tool_call_id"] == proposed["tool_call_id"]
+            assert context["recent"][0]["status"] == "COMPLETED", context
+        model.close()
+
+    asyncio.run(conversation())
+
+
+def test_a_proposal_the_caller_interrupts_is_withdrawn() -> None:
+    async def conversation() -> None:
+        session = f"pipecat-withdraw-{uuid.uuid4().hex[:12]}"
+        model = ScriptedModel([[("send_email", SEED)], "Shall I?", "Sorry, go on."])
+        p, tools, calls, gatehouse = await slow_pipeline(model, "/voice-tools/pending", session)
+        await run_test(p, frames_to_send=[user("Email John."), SleepFrame(0.5), InterruptionFrame(), SleepFrame(2.5)])
+        await tools.aclose()
+        await gatehouse.aclose()
+        assert "cancelled send_email" in calls.seen, calls.seen
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            context = await gh.get_session_calls(session)
+            assert context["pending_total"] == 0, "no call is left for a later yes to confirm"
+            assert [c["status"] for c in context["recent"]] == ["CANCELLED"], context
+        model.close()
+
+    asyncio.run(conversation())
+
+
+def test_gatehouse_unavailable_is_said_and_nothing_is_done() -> None:
+    async def conversation() -> None:
+        session = f"pipecat-down-{uuid.uuid4().hex[:12]}"
+        model = ScriptedModel([[("send_email", SEED)], "I can't do that right now."])
+        async with AsyncGatehouse(DEGRADED_URL, TOKEN, max_attempts=1) as degraded:
+            p, tools, _, _ = await pipeline(model, degraded, session)
+            await run_test(p, frames_to_send=[user("Email John."), SleepFrame(1.0)])
+            await tools.aclose()
+        assert model.function_results() == [UNREACHABLE], model.function_results()
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            context = await gh.get_session_calls(session)
+            assert context["pending_total"] == 0 and context["recent_total"] == 0
+        model.close()
+
+    asyncio.run(conversation())
+
+
+def test_the_example_relay_plays_the_seed_conversation() -> None:
+    session = f"pipecat-example-{uuid.uuid4().hex[:12]}"
+    model = ScriptedModel([
+        [("send_email", SEED)], "I'll email john@gmail.com about the meeting. Shall I?",
+        [("change_call", {"changes": {"to": "john.smith@gmail.com"}, "reason": "the caller corrected it"})],
+        "Got it: john.smith@gmail.com. Shall I?",
+        [("confirm_call", {})], "On it.",
+        [("confirm_call", {})], "Going ahead.",
+    ])
+    lines = "Email John about tomorrow's meeting.\nActually it's john.smith@gmail.com.\nYes, send it.\nGo ahead.\n"
+    relay = Path(__file__).resolve().parents[3] / "examples" / "pipecat-relay" / "relay.py"
+    environment = {**os.environ, "OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "scripted", "LOGURU_LEVEL": "WARNING"}
+    played = subprocess.run(
+        [sys.executable, str(relay), "--session", session, "--model", "scripted", "--pause", "1.5"],
+        input=lines, capture_output=True, text=True, timeout=120, env=environment, check=False,
+    )
+    model.close()
+    assert played.returncode == 0, played.stderr[-3000:]
+    said = [line for line in played.stdout.splitlines() if line.startswith("agent: ")]
+    assert any("john.smith@gmail.com" in line and "ready" in line for line in said), played.stdout
+    assert any("sent to john.smith@gmail.com" in line.lower() for line in said), played.stdout

@@ -1,0 +1,133 @@
+"""A scripted model for the voice-framework integrations' tests: a local server speaking the OpenAI
+Chat Completions protocol (``POST /v1/chat/completions``, streamed as server-sent events or not),
+which answers each request with the next turn of its script instead of thinking. The frameworks'
+own OpenAI services talk to it as they would to the real API, so the tests run their real
+pipelines and sessions with no network and no model.
+
+A turn is a sentence (the assistant says it) or a list of function calls ``(name, arguments)``.
+Every request is kept (``requests``), so a test can read what the framework sent the model: the
+function results among them."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Sequence, Tuple, Union
+
+Turn = Union[str, Sequence[Tuple[str, Dict[str, Any]]]]
+
+
+@dataclass
+class ScriptedModel:
+    """Serves ``script`` on a free loopback port; ``base_url`` is what an OpenAI client takes."""
+
+    script: List[Turn]
+    requests: List[Dict[str, Any]] = field(default_factory=list)
+    _calls: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    self.send_error(404)
+                    return
+                turn, number = model._next(body)
+                if body.get("stream"):
+                    self._stream(turn, number, body)
+                else:
+                    self._whole(turn, number, body)
+
+            def _whole(self, turn: Turn, number: int, body: Dict[str, Any]) -> None:
+                message: Dict[str, Any] = {"role": "assistant", "content": None}
+                if isinstance(turn, str):
+                    message["content"] = turn
+                else:
+                    message["tool_calls"] = [_tool_call(number, i, name, args) for i, (name, args) in enumerate(turn)]
+                answer = {
+                    "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0, "model": body.get("model", "scripted"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop" if isinstance(turn, str) else "tool_calls"}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }
+                raw = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def _stream(self, turn: Turn, number: int, body: Dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "created": 0, "model": body.get("model", "scripted")}
+
+                def chunk(delta: Dict[str, Any], finish: Any = None) -> None:
+                    event = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+
+                chunk({"role": "assistant", "content": ""})
+                if isinstance(turn, str):
+                    chunk({"content": turn})
+                    chunk({}, "stop")
+                else:
+                    for i, (name, args) in enumerate(turn):
+                        call = _tool_call(number, i, name, args)
+                        chunk({"tool_calls": [{"index": i, **call}]})
+                    chunk({}, "tool_calls")
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    usage = {**base, "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+                    self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def _next(self, body: Dict[str, Any]) -> Tuple[Turn, int]:
+        with self._lock:
+            self.requests.append(body)
+            self._calls += 1
+            number = self._calls
+            turn: Turn = self.script.pop(0) if self.script else "(the script has no more turns)"
+        return turn, number
+
+    def function_results(self) -> List[Any]:
+        """The function results the framework sent back in its last request, in order (the
+        ``tool`` messages), each decoded when the framework sent it as JSON."""
+        seen: List[Any] = []
+        if self.requests:
+            for message in self.requests[-1].get("messages", []):
+                if message.get("role") == "tool":
+                    content = message.get("content")
+                    try:
+                        seen.append(json.loads(content) if isinstance(content, str) else content)
+                    except ValueError:
+                        seen.append(content)
+        return seen
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _tool_call(number: int, index: int, name: str, args: Dict[str, Any]) -> Dict[str, Any]:
+    return {"id": f"call_{number}_{index}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
