@@ -14,8 +14,7 @@ once)."""
 from __future__ import annotations
 
 import asyncio
-import logging
-from typing import Any, List, Optional
+from typing import Any, List
 
 from gatehouse_client import AsyncGatehouse
 from gatehouse_client.voice import CONFIRM, SESSION_FUNCTIONS, Function, VoiceSession
@@ -25,8 +24,6 @@ from pipecat.frames.frames import LLMMessagesAppendFrame, TTSSpeakFrame
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 __all__ = ["GatehouseTools"]
-
-log = logging.getLogger("gatehouse_pipecat")
 
 _SESSION_NAMES = {function.name for function in SESSION_FUNCTIONS}
 
@@ -40,11 +37,10 @@ class GatehouseTools:
         self.functions = functions
 
     @classmethod
-    async def attach(
-        cls, llm: LLMService[Any], client: AsyncGatehouse, session_id: str, *, voice: Optional[VoiceSession] = None
-    ) -> "GatehouseTools":
-        """Registers the conversation's functions on ``llm``; ``tools.schema`` goes in the context."""
-        session = voice or VoiceSession(client, session_id)
+    async def attach(cls, llm: LLMService[Any], client: AsyncGatehouse, session_id: str) -> "GatehouseTools":
+        """Registers the conversation's functions on ``llm``; ``tools.schema`` goes in the context.
+        ``session_id`` is the conversation's: the same after a relay restart."""
+        session = VoiceSession(client, session_id)
         functions = await session.functions()
         tools = cls(llm, session, functions)
         session.speak = tools._speak
@@ -69,6 +65,7 @@ class GatehouseTools:
         )
 
     async def aclose(self) -> None:
+        """Stops following the conversation's calls (they go on in Gatehouse)."""
         await self.voice.aclose()
 
     async def _handle(self, params: FunctionCallParams) -> None:
