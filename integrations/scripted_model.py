@@ -1,4 +1,4 @@
-"""A scripted model for the voice-framework integrations' tests: a local server speaking the OpenAI
+"""Test support for the voice-framework integrations. A scripted model: a local server speaking the OpenAI
 Chat Completions protocol (``POST /v1/chat/completions``, streamed as server-sent events or not),
 which answers each request with the next turn of its script instead of thinking. The frameworks'
 own OpenAI services talk to it as they would to the real API, so the tests run their real
@@ -11,9 +11,13 @@ function results among them."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple, Union
 
 Turn = Union[str, Sequence[Tuple[str, Dict[str, Any]]]]
@@ -131,3 +135,32 @@ class ScriptedModel:
 
 def _tool_call(number: int, index: int, name: str, args: Dict[str, Any]) -> Dict[str, Any]:
     return {"id": f"call_{number}_{index}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+SEED = {"to": "john@gmail.com", "subject": "Meeting Tomorrow", "body": "See you at 10."}
+"""The seed's email, as the caller first gives it."""
+
+
+def play_example(name: str, conversation_id: str) -> List[str]:
+    """Runs ``examples/<name>-relay/relay.py`` as a process, with a scripted model playing the
+    seed's conversation (proposed, corrected, confirmed, the checkpoint's go-ahead) and the
+    caller's four lines on its stdin; what the agent said, line by line."""
+    model = ScriptedModel([
+        [("send_email", SEED)], "I'll email john@gmail.com about the meeting. Shall I?",
+        [("change_call", {"changes": {"to": "john.smith@gmail.com"}, "reason": "the caller corrected it"})],
+        "Got it: john.smith@gmail.com. Shall I?",
+        [("confirm_call", {})], "On it.",
+        [("confirm_call", {})], "Going ahead.",
+    ])
+    lines = "Email John about tomorrow's meeting.\nActually it's john.smith@gmail.com.\nYes, send it.\nGo ahead.\n"
+    relay = Path(__file__).resolve().parent.parent / "examples" / f"{name}-relay" / "relay.py"
+    environment = {**os.environ, "OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "scripted", "LOGURU_LEVEL": "WARNING"}
+    try:
+        played = subprocess.run(
+            [sys.executable, str(relay), "--session", conversation_id, "--model", "scripted", "--pause", "1.5"],
+            input=lines, capture_output=True, text=True, timeout=120, env=environment, check=False,
+        )
+    finally:
+        model.close()
+    assert played.returncode == 0, played.stderr[-3000:]
+    return [line[len("agent: "):] for line in played.stdout.splitlines() if line.startswith("agent: ")]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -19,12 +18,11 @@ from livekit.agents import Agent, AgentSession
 from livekit.plugins import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from scripted_model import ScriptedModel  # noqa: E402
+from scripted_model import SEED, ScriptedModel, play_example  # noqa: E402
 
 URL = os.environ["GATEHOUSE_URL"]
 TOKEN = os.environ["GATEHOUSE_TOKEN"]
 DEGRADED_URL = os.environ["GATEHOUSE_DEGRADED_URL"]
-SEED = {"to": "john@gmail.com", "subject": "Meeting Tomorrow", "body": "See you at 10."}
 INSTRUCTIONS = "You are a phone assistant. Propose with a tool, and confirm only after the caller says yes."
 
 
@@ -139,22 +137,6 @@ def test_gatehouse_unavailable_is_said_and_nothing_is_done() -> None:
 
 
 def test_the_example_relay_plays_the_seed_conversation() -> None:
-    conversation_id = f"livekit-example-{uuid.uuid4().hex[:12]}"
-    model = ScriptedModel([
-        [("send_email", SEED)], "I'll email john@gmail.com about the meeting. Shall I?",
-        [("change_call", {"changes": {"to": "john.smith@gmail.com"}})], "Got it: john.smith@gmail.com. Shall I?",
-        [("confirm_call", {})], "On it.",
-        [("confirm_call", {})], "Going ahead.",
-    ])
-    lines = "Email John about tomorrow's meeting.\nActually it's john.smith@gmail.com.\nYes, send it.\nGo ahead.\n"
-    relay = Path(__file__).resolve().parents[3] / "examples" / "livekit-relay" / "relay.py"
-    environment = {**os.environ, "OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "scripted"}
-    played = subprocess.run(
-        [sys.executable, str(relay), "--session", conversation_id, "--model", "scripted", "--pause", "1.5"],
-        input=lines, capture_output=True, text=True, timeout=120, env=environment, check=False,
-    )
-    model.close()
-    assert played.returncode == 0, played.stderr[-3000:]
-    agent = [line for line in played.stdout.splitlines() if line.startswith("agent: ")]
-    assert any("john.smith@gmail.com" in line and "ready" in line for line in agent), played.stdout
-    assert any("sent to john.smith@gmail.com" in line.lower() for line in agent), played.stdout
+    said = play_example("livekit", f"livekit-example-{uuid.uuid4().hex[:12]}")
+    assert any("john.smith@gmail.com" in line and "ready" in line for line in said), said
+    assert any("sent to john.smith@gmail.com" in line.lower() for line in said), said

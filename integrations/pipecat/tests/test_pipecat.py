@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 import httpx
-from typing import Any, List
+from typing import Any, List, Optional
 
 from gatehouse_client import AsyncGatehouse
 from gatehouse_pipecat import GatehouseTools
@@ -34,7 +33,7 @@ from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.tests.utils import SleepFrame, run_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from scripted_model import ScriptedModel  # noqa: E402
+from scripted_model import SEED, ScriptedModel, play_example  # noqa: E402
 
 URL = os.environ["GATEHOUSE_URL"]
 TOKEN = os.environ["GATEHOUSE_TOKEN"]
@@ -60,7 +59,6 @@ class SlowAnswers(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-SEED = {"to": "john@gmail.com", "subject": "Meeting Tomorrow", "body": "See you at 10."}
 
 
 class Heard(FrameProcessor):
@@ -81,13 +79,14 @@ def user(text: str) -> LLMMessagesAppendFrame:
     return LLMMessagesAppendFrame(messages=[{"role": "user", "content": text}], run_llm=True)
 
 
-async def pipeline(model: ScriptedModel, gatehouse: AsyncGatehouse, session: str) -> Any:
-    llm = OpenAILLMService(api_key="scripted", base_url=model.base_url, settings=OpenAILLMService.Settings(model="scripted", system_instruction="You help by phone."))
+async def pipeline(model: ScriptedModel, gatehouse: AsyncGatehouse, session: str, watch: Optional[FrameProcessor] = None) -> Any:
+    """The relay's pipeline with ``watch`` (a ``Heard`` by default) after the LLM service."""
+    settings = OpenAILLMService.Settings(model="scripted", system_instruction="You help by phone.")
+    llm = OpenAILLMService(api_key="scripted", base_url=model.base_url, settings=settings)
     tools = await GatehouseTools.attach(llm, gatehouse, session)
-    context = LLMContext(tools=tools.schema)
-    aggregators = LLMContextAggregatorPair(context)
-    heard = Heard()
-    return Pipeline([aggregators.user(), llm, heard, aggregators.assistant()]), tools, heard, context
+    aggregators = LLMContextAggregatorPair(LLMContext(tools=tools.schema))
+    watch = watch or Heard()
+    return Pipeline([aggregators.user(), llm, watch, aggregators.assistant()]), tools, watch
 
 
 def test_the_seed_conversation_with_a_restart_before_the_yes() -> None:
@@ -98,7 +97,7 @@ def test_the_seed_conversation_with_a_restart_before_the_yes() -> None:
             [("change_call", {"changes": {"to": "john.smith@gmail.com"}})], "Sending it to john.smith then. Shall I?",
         ])
         async with AsyncGatehouse(URL, TOKEN) as gh:
-            first, tools, _, _ = await pipeline(model, gh, session)
+            first, tools, _ = await pipeline(model, gh, session)
             await run_test(first, frames_to_send=[user("Email John about tomorrow's meeting."), SleepFrame(1.0),
                                                   user("Actually it's john.smith@gmail.com."), SleepFrame(1.0)])
             await tools.aclose()
@@ -108,7 +107,7 @@ def test_the_seed_conversation_with_a_restart_before_the_yes() -> None:
         # The relay restarts: a new pipeline and client on the same conversation.
         model.script.extend([[("confirm_call", {})], "On it.", [("confirm_call", {})], "Going ahead."])
         async with AsyncGatehouse(URL, TOKEN) as gh:
-            second, tools, heard, _ = await pipeline(model, gh, session)
+            second, tools, heard = await pipeline(model, gh, session)
             await run_test(second, frames_to_send=[user("Yes, send it."), SleepFrame(2.0), user("Go ahead."), SleepFrame(3.0)])
             await tools.aclose()
             assert any("john.smith@gmail.com" in said for said in heard.said), heard.said
@@ -141,13 +140,10 @@ class Calls(FrameProcessor):
 
 
 async def slow_pipeline(model: ScriptedModel, path: str, session: str) -> Any:
+    """A pipeline whose Gatehouse answers ``POST <path>`` 1.5 s late, watched by ``Calls``."""
     gatehouse = AsyncGatehouse(URL, TOKEN, http=httpx.AsyncClient(transport=SlowAnswers(path, 1.5)))
-    llm = OpenAILLMService(api_key="scripted", base_url=model.base_url, settings=OpenAILLMService.Settings(model="scripted", system_instruction="You help by phone."))
-    tools = await GatehouseTools.attach(llm, gatehouse, session)
-    context = LLMContext(tools=tools.schema)
-    aggregators = LLMContextAggregatorPair(context)
-    calls = Calls()
-    return Pipeline([aggregators.user(), llm, calls, aggregators.assistant()]), tools, calls, gatehouse
+    p, tools, calls = await pipeline(model, gatehouse, session, Calls())
+    return p, tools, calls, gatehouse
 
 
 def test_a_barge_in_during_the_confirmation_and_the_same_call_again_send_one_email() -> None:
@@ -204,7 +200,7 @@ def test_gatehouse_unavailable_is_said_and_nothing_is_done() -> None:
         session = f"pipecat-down-{uuid.uuid4().hex[:12]}"
         model = ScriptedModel([[("send_email", SEED)], "I can't do that right now."])
         async with AsyncGatehouse(DEGRADED_URL, TOKEN, max_attempts=1) as degraded:
-            p, tools, _, _ = await pipeline(model, degraded, session)
+            p, tools, _ = await pipeline(model, degraded, session)
             await run_test(p, frames_to_send=[user("Email John."), SleepFrame(1.0)])
             await tools.aclose()
         assert model.function_results() == [UNREACHABLE], model.function_results()
@@ -217,23 +213,6 @@ def test_gatehouse_unavailable_is_said_and_nothing_is_done() -> None:
 
 
 def test_the_example_relay_plays_the_seed_conversation() -> None:
-    session = f"pipecat-example-{uuid.uuid4().hex[:12]}"
-    model = ScriptedModel([
-        [("send_email", SEED)], "I'll email john@gmail.com about the meeting. Shall I?",
-        [("change_call", {"changes": {"to": "john.smith@gmail.com"}, "reason": "the caller corrected it"})],
-        "Got it: john.smith@gmail.com. Shall I?",
-        [("confirm_call", {})], "On it.",
-        [("confirm_call", {})], "Going ahead.",
-    ])
-    lines = "Email John about tomorrow's meeting.\nActually it's john.smith@gmail.com.\nYes, send it.\nGo ahead.\n"
-    relay = Path(__file__).resolve().parents[3] / "examples" / "pipecat-relay" / "relay.py"
-    environment = {**os.environ, "OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "scripted", "LOGURU_LEVEL": "WARNING"}
-    played = subprocess.run(
-        [sys.executable, str(relay), "--session", session, "--model", "scripted", "--pause", "1.5"],
-        input=lines, capture_output=True, text=True, timeout=120, env=environment, check=False,
-    )
-    model.close()
-    assert played.returncode == 0, played.stderr[-3000:]
-    said = [line for line in played.stdout.splitlines() if line.startswith("agent: ")]
-    assert any("john.smith@gmail.com" in line and "ready" in line for line in said), played.stdout
-    assert any("sent to john.smith@gmail.com" in line.lower() for line in said), played.stdout
+    said = play_example("pipecat", f"pipecat-example-{uuid.uuid4().hex[:12]}")
+    assert any("john.smith@gmail.com" in line and "ready" in line for line in said), said
+    assert any("sent to john.smith@gmail.com" in line.lower() for line in said), said
