@@ -35,7 +35,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Unio
 
 from .aio import AsyncGatehouse
 from .errors import GatehouseConnectionError, GatehouseError, NotFoundError, ValidationFailedError
-from .types import CancelRequest, ModifyRequest, PendingCall, ToolCall
+from .types import CancelRequest, CreateResponse, ModifyRequest, PendingCall, ToolCall
 
 log = logging.getLogger("gatehouse_client.voice")
 
@@ -163,10 +163,7 @@ class VoiceSession:
         may confirm it). Looked up by its key: a create that was in flight is found, or made and
         cancelled at once. Only a call still PENDING is cancelled."""
         try:
-            created = await self.client.create_tool_call(
-                {"session_id": self.session_id, "function_name": name, "parameters": _arguments(arguments)},
-                idempotency_key=f"voice:{self.session_id}:{call_id}",
-            )
+            created = await self._create(name, _arguments(arguments), call_id)
             id = created["tool_call_id"]
             if (await self.client.get_tool_call(id))["status"] == "PENDING":
                 await self.client.cancel_tool_call(id, {"reason": "interrupted before the caller heard it"})
@@ -201,11 +198,15 @@ class VoiceSession:
             ):
                 done = settled["voice_response"] or "It was done."
                 return f"That was already done: {done} Don't do it again unless the caller asks for another. (Call id: {settled['tool_call_id']}.)"
-        created = await self.client.create_tool_call(
+        created = await self._create(name, parameters, call_id)
+        return f"{created['message']} (Read this to the caller and wait for their answer. Call id: {created['tool_call_id']}.)"
+
+    async def _create(self, name: str, parameters: Dict[str, Any], call_id: str) -> CreateResponse:
+        """The proposal of the function call ``call_id``: made once, whoever asks, by its key."""
+        return await self.client.create_tool_call(
             {"session_id": self.session_id, "function_name": name, "parameters": parameters},
             idempotency_key=f"voice:{self.session_id}:{call_id}",
         )
-        return f"{created['message']} (Read this to the caller and wait for their answer. Call id: {created['tool_call_id']}.)"
 
     async def _target(self, tool_call_id: Any) -> Optional[PendingCall]:
         """The open call meant: the one named, or the newest open one of the session."""
