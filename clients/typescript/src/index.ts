@@ -5,3 +5,5 @@ export type { Answer, CreateOptions, GatehouseOptions, RequestOptions, WaitOptio
 export { CALLBACK_KIND_HEADER, SIGNATURE_HEADER, signCallback, verifyCallback } from "./signature.js";
 export { createCallbackHandler } from "./receiver.js";
 export type { CallbackHandlerOptions } from "./receiver.js";
+export { VoiceSession, SESSION_FUNCTIONS, CONFIRM, CHANGE, CANCEL, PENDING, UNREACHABLE, news, parseArguments, sentenceFor } from "./voice.js";
+export type { Proposal, VoiceFunction, VoiceSessionOptions } from "./voice.js";

@@ -1,0 +1,209 @@
+// @gatehouse/openai-realtime in the SDK's own RealtimeSession, RealtimeAgent and WebSocket
+// transport, talking to a scripted model (scripted-realtime.mjs, a local server speaking the
+// Realtime protocol), against the running Gatehouse (integrations/test passes its address).
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { dirname, join } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { RealtimeAgent, RealtimeSession } from "@openai/agents-realtime";
+import { Gatehouse, UNREACHABLE } from "gatehouse-client";
+import { GatehouseRealtime, assistantText } from "@gatehouse/openai-realtime";
+import { SEED, ScriptedRealtime } from "./scripted-realtime.mjs";
+
+const URL = process.env.GATEHOUSE_URL;
+const TOKEN = process.env.GATEHOUSE_TOKEN;
+const DEGRADED_URL = process.env.GATEHOUSE_DEGRADED_URL;
+const INSTRUCTIONS = "You are a phone assistant. Propose with a tool, and confirm only after the caller says yes.";
+
+const gatehouse = new Gatehouse({ baseUrl: URL, token: TOKEN });
+const conversation = (name) => `realtime-${name}-${randomUUID().slice(0, 12)}`;
+
+/** The scripted model, closed when the test ends however it ends. */
+function scripted(t, script) {
+  const model = new ScriptedRealtime(script);
+  t.after(() => model.close());
+  return model;
+}
+
+/** A relay: the SDK's session on the SDK's WebSocket transport, to the scripted model. */
+async function relay(t, model, client, conversationId) {
+  const tools = await GatehouseRealtime.attach(client, conversationId);
+  const agent = new RealtimeAgent({ name: "assistant", instructions: INSTRUCTIONS, tools: tools.tools });
+  const session = new RealtimeSession(agent, { transport: "websocket", model: "scripted", config: { outputModalities: ["text"] } });
+  session.on("error", (error) => console.error("session error:", error.error));
+  await session.connect({ apiKey: "scripted", url: await model.url() });
+  await tools.bind(session);
+  t.after(() => {
+    tools.close();
+    session.close();
+  });
+  return { tools, session, said: () => assistantText(session.history) };
+}
+
+async function until(what, check, seconds = 15) {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const saidSomething = (r, fragment) => until(`the agent to say "${fragment}"`, () => r.said().some((line) => line.includes(fragment)));
+
+async function settled(conversationId) {
+  return until("the conversation's calls to settle", async () => {
+    const calls = await gatehouse.getSessionCalls(conversationId);
+    return calls.pending_total === 0 && calls.recent_total > 0 ? calls : undefined;
+  });
+}
+
+test("the seed conversation, with a relay restart between the proposal and the yes", async (t) => {
+  const id = conversation("seed");
+  const model = scripted(t, [
+    [["send_email", SEED]],
+    [["change_call", { changes: { to: "john.smith@gmail.com" } }]],
+    "Got it: john.smith@gmail.com. Shall I send it?",
+  ]);
+  const first = await relay(t, model, gatehouse, id);
+  first.session.sendMessage("Email John about tomorrow's meeting.");
+  await saidSomething(first, "john@gmail.com"); // the read-back, spoken while the approval waits
+  assert.equal(first.tools.pendingApprovals.length, 1);
+  first.session.sendMessage("Actually it's john.smith@gmail.com.");
+  await saidSomething(first, "Got it: john.smith@gmail.com");
+  const corrected = model.outputs().at(-1);
+  assert.match(corrected.output, /john\.smith@gmail\.com/);
+  first.tools.close();
+  first.session.close();
+
+  // The relay restarts: a new client, agent, session and connection on the same conversation.
+  model.script.push([["confirm_call", {}]], "On it.", [["confirm_call", {}]], "Going ahead.");
+  const client = new Gatehouse({ baseUrl: URL, token: TOKEN });
+  const second = await relay(t, model, client, id);
+  assert.equal(second.tools.pendingApprovals.length, 1, "the waiting approval is rebuilt from Gatehouse");
+  const [restored] = second.tools.pendingApprovals;
+  assert.ok(restored.restored);
+  const callId = restored.item.rawItem.callId;
+  await until("the proposal's function call to be put into the new conversation", () =>
+    model.received.some((e) => e.type === "conversation.item.create" && e.item.type === "function_call" && e.item.call_id === callId),
+  );
+  second.session.sendMessage("Yes, send it.");
+  await saidSomething(second, "is ready"); // the checkpoint's question
+  assert.ok(model.outputs().some((o) => o.callId === callId), "the approved call's answer goes to its own function call");
+  second.session.sendMessage("Go ahead.");
+  await saidSomething(second, "sent to john.smith@gmail.com");
+  const calls = await settled(id);
+  assert.equal(calls.recent_total, 1);
+  assert.equal(calls.recent[0].status, "COMPLETED");
+  assert.equal(calls.recent[0].parameters.to, "john.smith@gmail.com");
+});
+
+test("a barge-in and the same call made again, before and after the yes: exactly one email", async (t) => {
+  const id = conversation("again");
+  const model = scripted(t, [
+    [["send_email", SEED]],
+    [["send_email", SEED]], // the caller talked over the read-back; the model proposes again
+    "I'll email John about the meeting. Shall I?",
+    [["confirm_call", {}]],
+    "On it.",
+    [["send_email", SEED]], // interrupted while it runs; the model tries once more
+    "It is already on its way.",
+    [["confirm_call", {}]],
+    "Going ahead.",
+  ]);
+  const r = await relay(t, model, gatehouse, id);
+  let interruptions = 0;
+  r.session.on("audio_interrupted", () => (interruptions += 1));
+  r.session.sendMessage("Email John.");
+  await saidSomething(r, "john@gmail.com");
+  model.bargeIn();
+  await until("the SDK to take the barge-in", () => interruptions === 1);
+  await until("the unheard rest of the read-back to be cut", () => model.received.some((e) => e.type === "conversation.item.truncate"));
+  r.session.sendMessage("Sorry, what did you say?");
+  await saidSomething(r, "Shall I?");
+  assert.match(model.outputs().at(-1).output, /already waiting/);
+  const waiting = await gatehouse.getSessionCalls(id);
+  assert.equal(waiting.pending_total, 1, "one call waits, not two");
+  r.session.sendMessage("Yes.");
+  await saidSomething(r, "On it.");
+  model.bargeIn();
+  await until("the SDK to take the second barge-in", () => interruptions === 2);
+  r.session.sendMessage("Hello? Did it work?");
+  await saidSomething(r, "already on its way");
+  assert.match(model.outputs().find((o) => /already under way/.test(o.output))?.output ?? "", /already under way/);
+  await saidSomething(r, "is ready");
+  r.session.sendMessage("Go ahead.");
+  await saidSomething(r, "sent to john@gmail.com");
+  const calls = await settled(id);
+  assert.equal(calls.recent_total, 1, "one email");
+  assert.equal(calls.recent[0].status, "COMPLETED");
+});
+
+test("the application's approve() confirms the held call and reject() cancels it", async (t) => {
+  const id = conversation("decide");
+  const model = scripted(t, [[["send_email", SEED]], "Sent, as you approved.", [["send_email", { ...SEED, subject: "Lunch" }]], "Not sent."]);
+  const r = await relay(t, model, gatehouse, id);
+  const requested = () => new Promise((resolve) => r.session.once("tool_approval_requested", (_c, _a, request) => resolve(request)));
+  let request = requested();
+  r.session.sendMessage("Email John.");
+  const approved = (await request).approvalItem;
+  const proposed = await until("the proposal to be held", () => r.tools.pendingApprovals[0]);
+  await r.session.approve(approved);
+  await until("the approved call to leave PENDING", async () => (await gatehouse.getToolCall(proposed.toolCallId)).status !== "PENDING");
+
+  request = requested();
+  r.session.sendMessage("And one about lunch.");
+  const refused = (await request).approvalItem;
+  const lunch = await until("the second proposal to be held", () => r.tools.pendingApprovals.find((held) => held.toolCallId !== proposed.toolCallId));
+  await r.session.reject(refused);
+  await until("the rejected call to be cancelled", async () => (await gatehouse.getToolCall(lunch.toolCallId)).status === "CANCELLED");
+});
+
+test("Gatehouse unavailable: the model is told so and nothing is half done", async (t) => {
+  const id = conversation("down");
+  const model = scripted(t, [[["send_email", SEED]], "I can't do that right now."]);
+  const degraded = new Gatehouse({ baseUrl: DEGRADED_URL, token: TOKEN, maxAttempts: 1 });
+  const r = await relay(t, model, degraded, id);
+  r.session.sendMessage("Email John.");
+  await saidSomething(r, "I can't do that right now.");
+  assert.equal(model.outputs().at(-1).output, UNREACHABLE);
+  assert.equal(r.tools.pendingApprovals.length, 0);
+  const calls = await gatehouse.getSessionCalls(id);
+  assert.equal(calls.pending_total + calls.recent_total, 0);
+});
+
+test("the example relay plays the seed conversation", async (t) => {
+  const id = conversation("example");
+  const model = scripted(t, [
+    [["send_email", SEED]],
+    [["change_call", { changes: { to: "john.smith@gmail.com" } }]],
+    "Got it: john.smith@gmail.com. Shall I send it?",
+    [["confirm_call", {}]],
+    "On it.",
+    [["confirm_call", {}]],
+    "Going ahead.",
+  ]);
+  const here = dirname(fileURLToPath(import.meta.url));
+  const child = spawn(process.execPath, [join(here, "..", "example", "relay.js"), "--session", id, "--pause", "0"], {
+    env: { ...process.env, OPENAI_REALTIME_URL: await model.url(), OPENAI_API_KEY: "scripted" },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  let out = "";
+  child.stdout.on("data", (chunk) => (out += chunk));
+  const lines = () => out.split("\n");
+  const sayLine = async (line, waitFor) => {
+    child.stdin.write(`${line}\n`);
+    await until(`the relay to print "${waitFor}"`, () => lines().some((l) => l.includes(waitFor)));
+  };
+  await sayLine("Email John about tomorrow's meeting.", "john@gmail.com");
+  await sayLine("Actually it's john.smith@gmail.com.", "Got it");
+  await sayLine("Yes, send it.", "is ready");
+  await sayLine("Go ahead.", "sent to john.smith@gmail.com");
+  child.stdin.end();
+  const code = await new Promise((resolve) => child.on("exit", resolve));
+  assert.equal(code, 0, out);
+  assert.ok(lines().some((l) => l.startsWith("caller: Go ahead.")), out);
+});
