@@ -130,49 +130,33 @@ export class GatehouseRealtime {
     this.voice.close();
   }
 
+  /** Gatehouse's tool `f`, run once its approval is given. */
   private gatehouseTool(f: VoiceFunction): FunctionTool {
-    return tool({
-      name: f.name,
-      description: f.description,
-      parameters: f.parameters as never,
-      strict: false,
-      needsApproval: true,
-      // Runs once the approval is given: the call Gatehouse holds is confirmed (with its
-      // parameters as corrected since, which are Gatehouse's, not the SDK's first arguments).
-      execute: async (_input, _context, details) => {
-        const callId = details?.toolCall?.callId;
-        if (callId === undefined) return "That call is not known; nothing was done.";
-        this.decided.add(callId);
-        const toolCallId = await this.callFor(callId);
-        if (toolCallId === undefined) return "There is nothing waiting for that yes; nothing was done.";
-        this.held.delete(toolCallId);
-        return this.voice.answering(() => this.voice.confirm(toolCallId));
-      },
-    }) as FunctionTool;
+    // The call Gatehouse holds is confirmed, with its parameters as corrected since (Gatehouse's,
+    // not the SDK's first arguments).
+    return functionTool(f, true, async (_args, callId) => {
+      if (callId === undefined) return "That call is not known; nothing was done.";
+      this.decided.add(callId);
+      const toolCallId = await this.callFor(callId);
+      if (toolCallId === undefined) return "There is nothing waiting for that yes; nothing was done.";
+      this.held.delete(toolCallId);
+      return this.voice.answering(() => this.voice.confirm(toolCallId));
+    });
   }
 
+  /** The session's function `f`: the caller's yes, correction or no, or what is waiting. */
   private sessionTool(f: VoiceFunction): FunctionTool {
-    return tool({
-      name: f.name,
-      description: f.description,
-      parameters: f.parameters as never,
-      strict: false,
-      execute: async (input, _context, details) => {
-        const args = parseArguments(input);
-        const named = typeof args.tool_call_id === "string" && args.tool_call_id ? args.tool_call_id : undefined;
-        switch (f.name) {
-          case CONFIRM:
-            return this.confirm(named);
-          case CANCEL:
-            return this.cancel(named, args.reason);
-          case CHANGE:
-          case PENDING:
-            return this.voice.call(f.name, args, details?.toolCall?.callId ?? f.name);
-          default:
-            return "That is not something I can do.";
-        }
-      },
-    }) as FunctionTool;
+    return functionTool(f, false, async (args, callId) => {
+      const named = typeof args.tool_call_id === "string" && args.tool_call_id ? args.tool_call_id : undefined;
+      switch (f.name) {
+        case CONFIRM:
+          return this.confirm(named);
+        case CANCEL:
+          return this.cancel(named, args.reason);
+        default:
+          return this.voice.call(f.name, args, callId ?? f.name);
+      }
+    });
   }
 
   /** An approval request made a Gatehouse call: held and read back, or decided at once. */
@@ -304,6 +288,30 @@ export class GatehouseRealtime {
       this.held.set(call.tool_call_id, { item, toolCallId: call.tool_call_id, restored: true });
     }
   }
+}
+
+/** The SDK's function tool for `f` (its JSON Schema as is), running `run` with the parsed arguments and the SDK's call id. */
+function functionTool(
+  f: VoiceFunction,
+  needsApproval: boolean,
+  run: (args: Record<string, unknown>, callId: string | undefined) => Promise<string | ReturnType<typeof backgroundResult<string>>>,
+): FunctionTool {
+  return tool({
+    name: f.name,
+    description: f.description,
+    parameters: f.parameters as never,
+    strict: false,
+    needsApproval,
+    execute: async (input, _context, details) => {
+      let args;
+      try {
+        args = parseArguments(input);
+      } catch (bad) {
+        return `That request was malformed (${(bad as Error).message}); nothing was done.`;
+      }
+      return run(args, details?.toolCall?.callId);
+    },
+  }) as FunctionTool;
 }
 
 /** The text of everything the assistant said in `history`, in order. */
