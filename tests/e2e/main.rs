@@ -17,6 +17,7 @@ mod gmail;
 mod hardening;
 mod history;
 mod ingest;
+mod keys;
 mod kubernetes;
 mod layout;
 mod lifecycle;

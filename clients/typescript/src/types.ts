@@ -46,7 +46,11 @@ export interface ErrorBody {
   fields?: FieldProblem[];
   /** Why the tool could not be used, on a `tool_unavailable`. */
   cause?: ToolFault;
+  /** On a 403 `forbidden` for a key, the scope the key lacks. */
+  required_scope?: Scope;
 }
+/** What an API key may do (docs/keys.md). */
+export type Scope = "calls:write" | "calls:read" | "tools:read" | "admin";
 
 export interface Health {
   status: "ok";

@@ -1,12 +1,12 @@
 //! DELETE /voice-tools/cancel/:id: cancel a call that has not started its side effect.
 
-use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
 use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
 fn routes() -> Router<'static> {
-    Router::new().delete("/voice-tools/cancel/:id", Access::Token, cancel)
+    Router::new().delete("/voice-tools/cancel/:id", Access::Key(Scope::CallsWrite), cancel)
 }
 
 async fn cancel(req: Request, params: Params) -> Result<Reply, ApiError> {

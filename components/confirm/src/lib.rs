@@ -1,12 +1,12 @@
 //! POST /voice-tools/confirm/:id: PENDING to EXECUTING; answers 202 at once, then hands the call to the executor.
 
-use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
 use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
 fn routes() -> Router<'static> {
-    Router::new().post("/voice-tools/confirm/:id", Access::Token, confirm)
+    Router::new().post("/voice-tools/confirm/:id", Access::Key(Scope::CallsWrite), confirm)
 }
 
 async fn confirm(req: Request, params: Params) -> Result<Reply, ApiError> {

@@ -2,15 +2,15 @@
 //! relay gives the agent so it knows what is in flight; and `GET /get-session-context`, what a
 //! tool stored for the session.
 
-use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
 use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
 fn routes() -> Router<'static> {
-    Router::new().get("/voice-tools/context/:session", Access::Token, session_calls).get(
+    Router::new().get("/voice-tools/context/:session", Access::Key(Scope::CallsRead), session_calls).get(
         "/get-session-context",
-        Access::Token,
+        Access::Key(Scope::CallsRead),
         stored_context,
     )
 }

@@ -1,12 +1,12 @@
 //! PATCH /voice-tools/modify/:id: change the parameters of a PENDING call with a JSON merge patch.
 
-use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
 use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
 fn routes() -> Router<'static> {
-    Router::new().patch("/voice-tools/modify/:id", Access::Token, modify)
+    Router::new().patch("/voice-tools/modify/:id", Access::Key(Scope::CallsWrite), modify)
 }
 
 async fn modify(req: Request, params: Params) -> Result<Reply, ApiError> {

@@ -1,12 +1,12 @@
 //! POST /voice-tools/pending: record a PENDING tool call and return what the agent should say.
 
-use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
 use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
 fn routes() -> Router<'static> {
-    Router::new().post("/voice-tools/pending", Access::Token, create)
+    Router::new().post("/voice-tools/pending", Access::Key(Scope::CallsWrite), create)
 }
 
 async fn create(req: Request, _params: Params) -> Result<Reply, ApiError> {

@@ -1,12 +1,12 @@
 //! POST /resume-execution/:id: proceed or cancel at the checkpoint.
 
-use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
 use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
 fn routes() -> Router<'static> {
-    Router::new().post("/resume-execution/:id", Access::Token, resume)
+    Router::new().post("/resume-execution/:id", Access::Key(Scope::CallsWrite), resume)
 }
 
 async fn resume(req: Request, params: Params) -> Result<Reply, ApiError> {

@@ -4,16 +4,16 @@
 //!   newest first, a page at a time;
 //! - `GET /voice-tools/calls/:id/callbacks`: the callback attempts of one call.
 
-use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, query_param};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope, query_param};
 use gatehouse_lifecycle::{CallsQuery, Ctx};
 
 gatehouse_http::component!(routes);
 
 fn routes() -> Router<'static> {
     Router::new()
-        .get("/voice-tools/status/:id", Access::Token, status)
-        .get("/voice-tools/calls", Access::Token, calls)
-        .get("/voice-tools/calls/:id/callbacks", Access::Token, callbacks)
+        .get("/voice-tools/status/:id", Access::Key(Scope::CallsRead), status)
+        .get("/voice-tools/calls", Access::Key(Scope::CallsRead), calls)
+        .get("/voice-tools/calls/:id/callbacks", Access::Key(Scope::CallsRead), callbacks)
 }
 
 async fn status(req: Request, params: Params) -> Result<Reply, ApiError> {

@@ -3,16 +3,16 @@
 //! - `GET /voice-tools/tools/:name/executions?limit=&outcome=&since=&cursor=`: newest first;
 //! - `GET /voice-tools/tools/:name/stats?window=`.
 
-use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, query_param};
+use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope, query_param};
 use gatehouse_lifecycle::{Ctx, ExecutionsQuery};
 
 gatehouse_http::component!(routes);
 
 fn routes() -> Router<'static> {
     Router::new()
-        .get("/voice-tools/tools", Access::Token, list)
-        .get("/voice-tools/tools/:name/executions", Access::Token, executions)
-        .get("/voice-tools/tools/:name/stats", Access::Token, stats)
+        .get("/voice-tools/tools", Access::Key(Scope::ToolsRead), list)
+        .get("/voice-tools/tools/:name/executions", Access::Key(Scope::ToolsRead), executions)
+        .get("/voice-tools/tools/:name/stats", Access::Key(Scope::ToolsRead), stats)
 }
 
 async fn list(req: Request, _params: Params) -> Result<Reply, ApiError> {

@@ -150,6 +150,9 @@ pub struct ApiError {
     /// Why the tool could not be used, on a `tool_unavailable`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<crate::contract::ToolFault>,
+    /// The scope a 403 `forbidden` needed and the key lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub required_scope: Option<crate::keys::Scope>,
     /// The methods a 405 must list in its `Allow` header.
     #[serde(skip)]
     pub allow: Option<String>,
@@ -167,6 +170,7 @@ impl ApiError {
             tool_call_id: None,
             fields: Vec::new(),
             cause: None,
+            required_scope: None,
             allow: None,
             detail: None,
         }
@@ -194,6 +198,14 @@ impl ApiError {
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = Some(detail.into());
         self
+    }
+
+    /// 403: the key is valid but lacks `scope`; the answer names it.
+    pub fn insufficient_scope(scope: crate::keys::Scope) -> Self {
+        let mut error =
+            Self::new(ErrorCode::Forbidden, format!("This key does not have the {scope} scope this needs."));
+        error.required_scope = Some(scope);
+        error
     }
 
     pub fn unauthorized() -> Self {

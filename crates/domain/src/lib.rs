@@ -9,6 +9,7 @@ pub mod context;
 pub mod contract;
 mod error;
 mod ids;
+pub mod keys;
 pub mod limits;
 mod patch;
 mod prefer;

@@ -1,12 +1,34 @@
+use gatehouse_domain::keys::{self, Grant, Scope};
 use gatehouse_domain::{ApiError, service_auth};
 use spin_sdk::http::Request;
 use spin_sdk::variables;
 
-/// Admits the request only if it carries `Authorization: Bearer <api_token>`.
+/// Admits the request if its bearer credential may do `needed`, and says who it is.
 ///
-/// Every rejection is the same 401, whatever was wrong, and the token never appears in
-/// a response or a log.
-pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
+/// The credential is either a key (`ghk_...`, looked up by its hash in `api_keys`, so a revoked
+/// key is refused on its next request on every host) or the `api_token` variable, the first
+/// tenant's admin key. Anything else, and an unknown or revoked key, is the same 401, whatever
+/// was wrong; a valid key without the scope is a 403 that names the scope. A credential never
+/// appears in a response or a log. docs/keys.md.
+pub fn require_key(req: &Request, needed: Scope) -> Result<Grant, ApiError> {
+    let presented = req
+        .header("authorization")
+        .and_then(|value| value.as_str())
+        .and_then(bearer_token)
+        .ok_or_else(ApiError::unauthorized)?;
+    let grant = if keys::key_prefix(presented).is_some() {
+        let db = gatehouse_platform::open_db()?;
+        gatehouse_store::key_grant(&db, &keys::key_hash(presented))?.ok_or_else(ApiError::unauthorized)?
+    } else if constant_time_eq(presented.as_bytes(), api_token()?.as_bytes()) {
+        Grant::api_token()
+    } else {
+        return Err(ApiError::unauthorized());
+    };
+    if grant.allows(needed) { Ok(grant) } else { Err(ApiError::insufficient_scope(needed)) }
+}
+
+/// The `api_token` variable, refused when it could never be presented.
+fn api_token() -> Result<String, ApiError> {
     let expected = variables::get("api_token")
         .map_err(|e| ApiError::internal().with_detail(format!("reading the api_token variable: {e:?}")))?;
     // An empty token would let an empty bearer through: fail closed on a misconfiguration.
@@ -17,12 +39,7 @@ pub fn require_bearer(req: &Request) -> Result<(), ApiError> {
     if expected.contains(',') || expected.contains(char::is_whitespace) {
         return Err(ApiError::internal().with_detail("the api_token variable contains a comma or whitespace"));
     }
-    let presented = req
-        .header("authorization")
-        .and_then(|value| value.as_str())
-        .and_then(bearer_token)
-        .ok_or_else(ApiError::unauthorized)?;
-    if constant_time_eq(presented.as_bytes(), expected.as_bytes()) { Ok(()) } else { Err(ApiError::unauthorized()) }
+    Ok(expected)
 }
 
 /// Admits a service request (the tool contract, the executor hand-off).

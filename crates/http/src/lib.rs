@@ -7,13 +7,13 @@
 //! A component declares its routes, and each handler only does its route's work:
 //!
 //! ```ignore
-//! use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
+//! use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
 //!
 //! gatehouse_http::component!(routes);
 //!
-//! /// As `spin.toml` routes them; the router answers 405 for other methods and 401 without the token.
+//! /// As `spin.toml` routes them; the router answers 405 for other methods 401 without a key, 403 without its scope.
 //! fn routes() -> Router<'static> {
-//!     Router::new().get("/voice-tools/status/:id", Access::Token, status)
+//!     Router::new().get("/voice-tools/status/:id", Access::Key(Scope::CallsRead), status)
 //! }
 //!
 //! async fn status(req: Request, params: Params) -> Result<Reply, ApiError> {
@@ -31,7 +31,7 @@ mod route;
 mod router;
 mod serve;
 
-pub use auth::{require_bearer, require_service_request, signed_nonce};
+pub use auth::{require_key, require_service_request, signed_nonce};
 pub use body::{
     BodyError, MAX_BODY_BYTES, from_json_value, parse_body, read_json, read_optional_json, require_no_body,
 };
@@ -42,6 +42,7 @@ pub use route::{CHAINED_ROUTE, header, header_text, parse_call_id, prefer_wait, 
 pub use router::{Access, Params, Router};
 pub use serve::{AfterResponse, Reply, serve};
 
+pub use gatehouse_domain::keys::{Grant, Scope};
 pub use gatehouse_domain::{ApiError, ErrorCode};
 
 /// Declares the component's Spin entry point: every request goes through [`serve`] to the

@@ -27,6 +27,13 @@ pub fn error_response(error: &ApiError) -> Response {
         ErrorCode::DatabaseUnavailable => response.set_header("retry-after", RETRY_AFTER_SECONDS),
         // RFC 6750: tell the client which scheme to use, nothing about why it failed.
         ErrorCode::Unauthorized => response.set_header("www-authenticate", "Bearer"),
+        // RFC 6750, section 3.1: the scope the key lacks.
+        ErrorCode::Forbidden => {
+            if let Some(scope) = error.required_scope {
+                response
+                    .set_header("www-authenticate", format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\""));
+            }
+        }
         _ => {}
     }
     if let Some(allow) = &error.allow {
@@ -82,6 +89,11 @@ mod tests {
         let response = error_response(&ApiError::method_not_allowed("GET"));
         assert_eq!(*response.status(), 405);
         assert_eq!(header(&response, "allow").as_deref(), Some("GET"));
+        let response = error_response(&ApiError::insufficient_scope(gatehouse_domain::keys::Scope::ToolsRead));
+        assert_eq!(*response.status(), 403);
+        let challenge = r#"Bearer error="insufficient_scope", scope="tools:read""#;
+        assert_eq!(header(&response, "www-authenticate").as_deref(), Some(challenge));
+        assert_eq!(body(&response)["required_scope"], "tools:read");
     }
 
     #[test]

@@ -4,12 +4,12 @@
 //! use it and a handler:
 //!
 //! ```ignore
-//! use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router};
+//! use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
 //!
 //! gatehouse_http::component!(routes);
 //!
 //! fn routes() -> Router<'static> {
-//!     Router::new().delete("/voice-tools/cancel/:id", Access::Token, cancel)
+//!     Router::new().delete("/voice-tools/cancel/:id", Access::Key(Scope::CallsWrite), cancel)
 //! }
 //!
 //! async fn cancel(req: Request, params: Params) -> Result<Reply, ApiError> {
@@ -24,11 +24,13 @@
 //! `Router` matches paths and answers 404/405 in plain text, so this one is ours.
 //!
 //! Every request passes the same gates in the same order: the method (405 with `Allow`), then
-//! the route's [`Access`] (401), then the handler, which checks the body and the parameters.
+//! the route's [`Access`] (401, or 403 for a key without the route's scope), then the handler,
+//! which checks the body and the parameters.
 
 use std::future::Future;
 use std::pin::Pin;
 
+use gatehouse_domain::keys::{Grant, Scope};
 use gatehouse_domain::{ApiError, ToolCallId};
 use spin_sdk::http::{Method, Request};
 
@@ -38,8 +40,9 @@ use crate::serve::Reply;
 /// Who may use a route, checked after the method and before the handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// A public route of the API: `Authorization: Bearer <api_token>` (see [`crate::require_bearer`]).
-    Token,
+    /// A public route of the API: a bearer key with this scope, or `api_token` (see
+    /// [`crate::require_key`]); the handler reads who it is from [`Params::grant`].
+    Key(Scope),
     /// A service route (the tool contract, the executor hand-off): chained from this
     /// application, or signed with `contract_secret` (see [`crate::require_service_request`]).
     Service,
@@ -50,11 +53,12 @@ pub enum Access {
 }
 
 impl Access {
-    fn check(self, req: &Request) -> Result<(), ApiError> {
+    /// Who the request is, for a route that needs a key.
+    fn check(self, req: &Request) -> Result<Option<Grant>, ApiError> {
         match self {
-            Access::Token => crate::require_bearer(req),
-            Access::Service => crate::require_service_request(req),
-            Access::Open => Ok(()),
+            Access::Key(scope) => crate::require_key(req, scope).map(Some),
+            Access::Service => crate::require_service_request(req).map(|()| None),
+            Access::Open => Ok(None),
         }
     }
 }
@@ -142,8 +146,8 @@ impl<'a> Router<'a> {
     /// Answers `req`: the route's method (405), its access (401), then its handler.
     pub async fn dispatch(self, req: Request) -> Result<Reply, ApiError> {
         let route = self.select(matched_route(&req), req.method())?;
-        route.access.check(&req)?;
-        let params = Params::of(&req, &route.pattern);
+        let grant = route.access.check(&req)?;
+        let params = Params { grant, ..Params::of(&req, &route.pattern) };
         (route.handler)(req, params).await
     }
 
@@ -178,6 +182,8 @@ pub struct Params {
     segments: Vec<(String, Option<String>)>,
     /// What a trailing `/...` matched (`spin-path-info`); `None` on a pattern without one.
     rest: Option<String>,
+    /// Who the request is, on a route that needs a key.
+    grant: Option<Grant>,
 }
 
 impl Params {
@@ -195,7 +201,12 @@ impl Params {
         } else {
             None
         };
-        Params { segments, rest }
+        Params { segments, rest, grant: None }
+    }
+
+    /// Who the request is: the key's tenant and scopes (`None` on a route that needs no key).
+    pub fn grant(&self) -> Option<&Grant> {
+        self.grant.as_ref()
     }
 
     /// The `:name` segment, percent-decoded as UTF-8; a malformed escape is a 400.
@@ -232,11 +243,11 @@ mod tests {
 
     fn routes() -> Router<'static> {
         Router::new()
-            .get("/voice-tools/status/:id", Access::Token, ok)
-            .post("/things/:name", Access::Token, ok)
-            .patch("/things/:name", Access::Token, ok)
+            .get("/voice-tools/status/:id", Access::Key(Scope::CallsRead), ok)
+            .post("/things/:name", Access::Key(Scope::CallsRead), ok)
+            .patch("/things/:name", Access::Key(Scope::CallsRead), ok)
             .post(crate::CHAINED_ROUTE, Access::Open, ok)
-            .post("/voice-tools/sweep", Access::Token, ok)
+            .post("/voice-tools/sweep", Access::Key(Scope::Admin), ok)
             .any("/mcp", Access::Open, ok)
     }
 
@@ -248,8 +259,8 @@ mod tests {
 
     #[test]
     fn selects_the_route_by_pattern_and_method() {
-        assert_eq!(decide(Method::Get, Some("/voice-tools/status/:id")), Ok(Access::Token));
-        assert_eq!(decide(Method::Patch, Some("/things/:name")), Ok(Access::Token));
+        assert_eq!(decide(Method::Get, Some("/voice-tools/status/:id")), Ok(Access::Key(Scope::CallsRead)));
+        assert_eq!(decide(Method::Patch, Some("/things/:name")), Ok(Access::Key(Scope::CallsRead)));
         assert_eq!(decide(Method::Delete, Some("/mcp")), Ok(Access::Open));
         assert_eq!(decide(Method::Other("BREW".into()), Some("/mcp")), Ok(Access::Open));
     }
@@ -262,10 +273,10 @@ mod tests {
     }
 
     #[test]
-    fn the_token_is_declared_per_route_not_per_component() {
-        // The sweeper: the host timer's chained route is open, the public one needs the token.
+    fn the_key_is_declared_per_route_not_per_component() {
+        // The sweeper: the host timer's chained route is open, the public one needs an admin key.
         assert_eq!(decide(Method::Post, Some(crate::CHAINED_ROUTE)), Ok(Access::Open));
-        assert_eq!(decide(Method::Post, Some("/voice-tools/sweep")), Ok(Access::Token));
+        assert_eq!(decide(Method::Post, Some("/voice-tools/sweep")), Ok(Access::Key(Scope::Admin)));
     }
 
     #[test]

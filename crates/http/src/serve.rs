@@ -180,7 +180,7 @@ async fn read_request(incoming: IncomingRequest, head: RequestHead, limit: usize
 /// HTTP defines (RFC 9110 §5.3). The request type keeps one value per name; without this the
 /// last line would silently win, and `Authorization: Bearer wrong` followed by
 /// `Authorization: Bearer right` would be let in. Joined, the credential is a list, which
-/// [`crate::require_bearer`] refuses.
+/// [`crate::require_key`] refuses.
 fn combine_repeated(entries: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
     let mut combined: Vec<(String, Vec<u8>)> = Vec::with_capacity(entries.len());
     for (name, value) in entries {

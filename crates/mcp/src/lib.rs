@@ -37,7 +37,8 @@ use crate::results::internal;
 pub use protocol::{MODERN_VERSION, SUPPORTED_VERSIONS};
 
 pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiError> {
-    gatehouse_http::require_bearer(&req)?;
+    // MCP is an agent's way to propose and act on calls: the same scope as the REST routes that do.
+    gatehouse_http::require_key(&req, gatehouse_http::Scope::CallsWrite)?;
     check_origin(&req)?;
     if *req.method() != Method::Post {
         return Err(ApiError::method_not_allowed("POST"));

@@ -69,9 +69,13 @@ macro_rules! tool_component {
             let tool = $tool;
             $crate::__private::gatehouse_http::serve(component, req, out, |req| {
                 $crate::contract_routes(component, &tool, &req)
-                    .post($route, $crate::__private::gatehouse_http::Access::Token, move |req, _params| {
-                        $handler(component, req)
-                    })
+                    .post(
+                        $route,
+                        $crate::__private::gatehouse_http::Access::Key(
+                            $crate::__private::gatehouse_http::Scope::CallsWrite,
+                        ),
+                        move |req, _params| $handler(component, req),
+                    )
                     .dispatch(req)
             })
             .await

@@ -37,6 +37,8 @@ class ErrorBody(TypedDict, total=False):
     tool_call_id: str
     fields: List[FieldProblem]
     cause: ToolFault
+    required_scope: str
+    """On a 403 ``forbidden`` for a key, the scope the key lacks (docs/keys.md)."""
 
 
 class Health(TypedDict):

@@ -4,6 +4,7 @@ mod build;
 mod demo;
 mod dev_gmail;
 mod ingest;
+mod keys;
 mod new;
 mod tools;
 mod up;
@@ -45,6 +46,9 @@ enum Command {
     /// declared tool to the manifest.
     #[command(subcommand, visible_alias = "tool")]
     Tools(tools::ToolsCommand),
+    /// API keys: create, list, rotate and revoke a tenant's scoped keys (docs/keys.md).
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
     /// Start something new from a template: `gatehouse new tool NAME --lang python|typescript|rust`.
     #[command(subcommand)]
     New(new::NewCommand),
@@ -123,6 +127,7 @@ impl Cli {
             Command::Db(DbCommand::Stop(args)) => crate::db::stop_embedded(&args.project_root()?, &args.state_dir()?),
             Command::Tools(command) => tools::run(command).await,
             Command::New(command) => new::run(command),
+            Command::Keys(command) => keys::run(command).await,
         }
     }
 }
