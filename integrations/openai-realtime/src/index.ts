@@ -108,8 +108,15 @@ export class GatehouseRealtime {
     session.on("tool_approval_requested", (_context, _agent, request) => {
       if (request.type !== "function_approval") return;
       const item = request.approvalItem;
-      if (item.rawItem.type !== "function_call" || !this.toolNames.has(item.rawItem.name)) return;
-      this.proposals.set(item.rawItem.callId, this.propose(session, item));
+      const raw = item.rawItem;
+      if (raw.type !== "function_call" || !this.toolNames.has(raw.name)) return;
+      const name = raw.name;
+      // Never a rejected promise: a listener's failure would otherwise end the relay's process.
+      const proposal = this.propose(session, item).catch((error: unknown): Proposal => {
+        console.warn(`gatehouse-openai-realtime: the proposal of ${name} failed: ${String(error)}`);
+        return { outcome: "refused", sentence: "That could not be proposed; nothing was done." };
+      });
+      this.proposals.set(raw.callId, proposal);
     });
     // A rejection never runs the tool: its end without an execute is the SDK's reject().
     session.on("agent_tool_end", (_context, _agent, ended, _result, { toolCall }) => {
