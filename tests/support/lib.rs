@@ -45,8 +45,12 @@ pub fn database_url() -> String {
 /// The loopback ports the tests' relays listen on, and all the test runners allow callbacks to
 /// (`callback_allowed_hosts`, `callback_host`): named ports, as a deployment names its relays,
 /// never a loopback wildcard.
-const RELAY_PORTS: std::ops::Range<u16> = 41000..42000;
+const RELAY_PORTS: std::ops::Range<u16> = 41000..41999;
 pub const RELAY_HOSTS: &str = "127.0.0.1:41000..41999";
+/// The one port of the allowed range no relay is ever given: a callback URL on it is allowed and
+/// always refused. A free port of the range would not do: another test's relay may take it
+/// between the choice and the callback, and answer.
+const UNREACHABLE_PORT: u16 = 41999;
 
 /// A listener on a free port of the relays' range, for a relay in this process.
 pub async fn relay_listener() -> Result<tokio::net::TcpListener> {
@@ -71,7 +75,7 @@ pub fn free_relay_address() -> Result<std::net::SocketAddr> {
 
 /// A callback URL the runners allow and nothing listens at.
 pub fn unreachable_callback_url() -> Result<String> {
-    Ok(format!("http://{}/callbacks", free_relay_address()?))
+    Ok(format!("http://127.0.0.1:{UNREACHABLE_PORT}/callbacks"))
 }
 
 /// The range's ports from a start of this process's own, so parallel tests rarely try the same.
