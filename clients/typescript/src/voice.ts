@@ -216,7 +216,7 @@ export class VoiceSession {
 
   /** The caller said yes: a PENDING call is confirmed, a call at its checkpoint goes ahead. */
   async confirm(toolCallId?: ToolCallId): Promise<string> {
-    const target = await this.target(toolCallId);
+    const target = await this.openCall(toolCallId);
     if (target === undefined) return "There is nothing waiting for the caller's yes.";
     const id = target.tool_call_id;
     let message: string | undefined;
@@ -235,7 +235,7 @@ export class VoiceSession {
   /** The caller corrected a detail: the new read-back. */
   async change(toolCallId: ToolCallId | undefined, changes: unknown, reason?: unknown): Promise<string> {
     if (!isObject(changes) || Object.keys(changes).length === 0) return "Say which details change.";
-    const target = await this.target(toolCallId);
+    const target = await this.openCall(toolCallId);
     if (target === undefined || target.status !== "PENDING") return "There is nothing waiting that can still be changed.";
     const request: ModifyRequest = { parameters: changes };
     if (typeof reason === "string" && reason) request.reason = reason.slice(0, 200);
@@ -245,7 +245,7 @@ export class VoiceSession {
 
   /** The caller said no. */
   async cancel(toolCallId: ToolCallId | undefined, reason?: unknown): Promise<string> {
-    const target = await this.target(toolCallId);
+    const target = await this.openCall(toolCallId);
     if (target === undefined) return "There is nothing waiting to cancel.";
     const request: CancelRequest = typeof reason === "string" && reason ? { reason: reason.slice(0, 200) } : {};
     return (await this.client.cancelToolCall(target.tool_call_id, request)).message;
@@ -289,7 +289,7 @@ export class VoiceSession {
   }
 
   /** The open call meant: the one named, or the newest open one of the session. */
-  private async target(toolCallId: ToolCallId | undefined): Promise<PendingCall | undefined> {
+  async openCall(toolCallId: ToolCallId | undefined): Promise<PendingCall | undefined> {
     const open = await this.openCalls();
     if (toolCallId) return open.find((call) => call.tool_call_id === toolCallId);
     return open.at(-1);

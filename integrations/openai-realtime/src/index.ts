@@ -244,8 +244,7 @@ export class GatehouseRealtime {
   /** The open call meant: the one named, or the newest. Undefined when none (or unreachable). */
   private async target(named: ToolCallId | undefined): Promise<ToolCallId | undefined> {
     try {
-      const open = await this.voice.openCalls();
-      return named !== undefined ? open.find((call) => call.tool_call_id === named)?.tool_call_id : open.at(-1)?.tool_call_id;
+      return (await this.voice.openCall(named))?.tool_call_id;
     } catch (error) {
       // Not read: the voice session's own call says so in words.
       if (error instanceof GatehouseError || error instanceof GatehouseConnectionError) return undefined;
