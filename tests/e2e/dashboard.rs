@@ -316,7 +316,8 @@ async fn drive(
     ensure!(!url.as_str().contains(TOKEN), "the token is in the URL: {url}");
     let kept =
         script(browser, "return Object.keys(sessionStorage).length + ':' + Object.keys(localStorage).length;").await?;
-    ensure!(kept == "1:0", "the token is kept for the tab only (sessionStorage:localStorage = {kept})");
+    // The token, and who it is (its tenant and scopes, to show): for the tab only.
+    ensure!(kept == "2:0", "the token is kept for the tab only (sessionStorage:localStorage = {kept})");
 
     // A call made while the page is open appears without a reload.
     let live = app.create_id(session, json!({"to": "eve@example.com"}), Some(&relay.url)).await?;

@@ -12,16 +12,27 @@ use serde_json::{Value, json};
 
 /// `gatehouse keys ARGS` against the test database; its stdout and stderr.
 fn keys(args: &[&str]) -> Result<(String, String)> {
-    let output = Command::new(gatehouse_bin()).arg("keys").args(args).env("DATABASE_URL", database_url()).output()?;
+    admin_cli("keys", args)
+}
+
+/// `gatehouse COMMAND ARGS` (`keys`, `tenants`) against the test database; its stdout and
+/// stderr, failing the test if it fails.
+pub(crate) fn admin_cli(command: &str, args: &[&str]) -> Result<(String, String)> {
+    let output = Command::new(gatehouse_bin()).arg(command).args(args).env("DATABASE_URL", database_url()).output()?;
     let (stdout, stderr) = (String::from_utf8(output.stdout)?, String::from_utf8(output.stderr)?);
-    ensure!(output.status.success(), "gatehouse keys {args:?} failed: {stderr}");
+    ensure!(output.status.success(), "gatehouse {command} {args:?} failed: {stderr}");
     Ok((stdout, stderr))
 }
 
-/// A new key with these scopes, labelled for the test that made it.
+/// A new key of the first tenant with these scopes, labelled for the test that made it.
 fn new_key(scopes: &[&str]) -> Result<String> {
+    new_tenant_key("default", scopes)
+}
+
+/// A new key of `tenant` with these scopes.
+pub(crate) fn new_tenant_key(tenant: &str, scopes: &[&str]) -> Result<String> {
     let label = unique("keys-test");
-    let mut args = vec!["create", "--label", label.as_str()];
+    let mut args = vec!["create", "--tenant", tenant, "--label", label.as_str()];
     for scope in scopes {
         args.extend(["--scope", scope]);
     }
@@ -78,13 +89,18 @@ fn routes() -> Vec<(Method, String, Option<Value>, &'static str)> {
         (Method::GET, "/voice-tools/tools/send_email/executions?limit=1".into(), None, "tools:read"),
         (Method::GET, "/voice-tools/tools/send_email/stats".into(), None, "tools:read"),
         (Method::POST, "/voice-tools/sweep".into(), None, "admin"),
+        // Who the key is: any valid key may ask.
+        (Method::GET, "/voice-tools/key".into(), None, ANY_SCOPE),
     ]
 }
+
+/// What a route needs when any valid key will do.
+const ANY_SCOPE: &str = "any";
 
 /// Whether holding `held` lets a key use a route that needs `needed`: admin is everything, and a
 /// relay that acts on calls reads them.
 fn covers(held: &str, needed: &str) -> bool {
-    held == needed || held == "admin" || (held == "calls:write" && needed == "calls:read")
+    needed == ANY_SCOPE || held == needed || held == "admin" || (held == "calls:write" && needed == "calls:read")
 }
 
 #[tokio::test]

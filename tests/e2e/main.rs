@@ -28,6 +28,7 @@ mod properties;
 mod runner_fidelity;
 mod scale_out;
 mod strict_input;
+mod tenants;
 mod tls;
 mod tool_hosts;
 mod tool_sdks;

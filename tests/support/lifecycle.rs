@@ -110,7 +110,19 @@ impl App {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> Result<Answer> {
-        let mut request = self.http.request(method, self.runner.url(path)).bearer_auth(TOKEN);
+        self.send_as(TOKEN, method, path, body, headers).await
+    }
+
+    /// A request made with `key` (an API key, or the token).
+    pub async fn send_as(
+        &self,
+        key: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Result<Answer> {
+        let mut request = self.http.request(method, self.runner.url(path)).bearer_auth(key);
         if let Some(body) = body {
             request = request.json(&body);
         }

@@ -15,5 +15,5 @@ fn routes() -> Router<'static> {
 async fn drive(req: Request, _params: Params) -> Result<Reply, ApiError> {
     gatehouse_tool::spend_service_signature(&req)?;
     let request = gatehouse_http::read_json(&req)?;
-    Ok(gatehouse_rest::outcome(gatehouse_lifecycle::drive(&Ctx::new(), request).await?))
+    Ok(gatehouse_rest::outcome(gatehouse_lifecycle::drive(&Ctx::gatehouse(), request).await?))
 }

@@ -1,7 +1,6 @@
 //! DELETE /voice-tools/cancel/:id: cancel a call that has not started its side effect.
 
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
-use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
@@ -12,5 +11,5 @@ fn routes() -> Router<'static> {
 async fn cancel(req: Request, params: Params) -> Result<Reply, ApiError> {
     let id = params.call_id()?;
     let request = gatehouse_http::read_optional_json(&req)?.unwrap_or_default();
-    Ok(gatehouse_rest::outcome(gatehouse_lifecycle::cancel(&Ctx::new(), &id, request).await?))
+    Ok(gatehouse_rest::outcome(gatehouse_lifecycle::cancel(&gatehouse_rest::ctx(&params)?, &id, request).await?))
 }

@@ -1,7 +1,6 @@
 //! POST /voice-tools/confirm/:id: PENDING to EXECUTING; answers 202 at once, then hands the call to the executor.
 
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
-use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
@@ -13,5 +12,7 @@ async fn confirm(req: Request, params: Params) -> Result<Reply, ApiError> {
     let id = params.call_id()?;
     let request = gatehouse_http::read_optional_json(&req)?.unwrap_or_default();
     let wait = gatehouse_http::prefer_wait(&req);
-    Ok(gatehouse_rest::progress(gatehouse_lifecycle::confirm(&Ctx::new(), &id, request, wait).await?))
+    Ok(gatehouse_rest::progress(
+        gatehouse_lifecycle::confirm(&gatehouse_rest::ctx(&params)?, &id, request, wait).await?,
+    ))
 }

@@ -77,6 +77,11 @@
   // --- The API -----------------------------------------------------------------------------
 
   const token = () => sessionStorage.getItem(TOKEN_KEY);
+  const WHO_KEY = "gatehouse-dashboard-key";
+  /** The signed-in key as `GET /voice-tools/key` answered it: {tenant, key, scopes}. */
+  const who = () => { try { return JSON.parse(sessionStorage.getItem(WHO_KEY)) || null; } catch { return null; } };
+  /** Whether the key may act on calls (cancel): `calls:write` or `admin` (docs/keys.md). */
+  const mayAct = () => { const w = who(); return !!w && w.scopes.some((s) => s === "calls:write" || s === "admin"); };
 
   class ApiError extends Error {
     constructor(status, body) {
@@ -98,7 +103,7 @@
     let body = null;
     try { body = await response.json(); } catch { body = null; }
     if (response.status === 401) {
-      signOut("That token was not accepted. Sign in again.");
+      signOut("That key was not accepted (revoked?). Sign in again.");
       throw new ApiError(401, body);
     }
     if (!response.ok && !options.anyStatus) throw new ApiError(response.status, body);
@@ -118,10 +123,15 @@
     $("sign-in").hidden = signedIn;
     $("nav").hidden = !signedIn;
     view().hidden = !signedIn;
+    const w = signedIn ? who() : null;
+    $("whoami").textContent = w
+      ? `${w.tenant} · ${w.key || "api_token"} · ${w.scopes.join(", ")}${mayAct() ? "" : " (read-only)"}`
+      : "";
   }
 
   function signOut(message) {
     sessionStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(WHO_KEY);
     stopTimers();
     generation += 1;
     view().replaceChildren();
@@ -139,17 +149,18 @@
     const error = $("sign-in-error");
     error.hidden = true;
     try {
-      // Any token-protected read will do; a wrong token is a 401 and nothing is shown.
-      const response = await fetch("/voice-tools/calls?limit=1", {
+      // Who the key is: its tenant, prefix and scopes. A wrong key is a 401 and nothing is shown.
+      const response = await fetch("/voice-tools/key", {
         headers: { Authorization: `Bearer ${candidate}` }, cache: "no-store", credentials: "omit",
       });
       if (response.status === 401) {
-        error.textContent = "That token was not accepted.";
+        error.textContent = "That key was not accepted.";
         error.hidden = false;
         $("token").select();
         return;
       }
       if (!response.ok) throw new Error(`The server answered ${response.status}.`);
+      sessionStorage.setItem(WHO_KEY, JSON.stringify(await response.json()));
     } catch (e) {
       error.textContent = `Could not sign in: ${e.message}`;
       error.hidden = false;
@@ -311,7 +322,7 @@
       return h("li", { "data-status": entry.status },
         badge(entry.status), " ", time(entry.timestamp), " · ", h("strong", {}, spent),
         entry.reason ? h("div", { class: "muted" }, entry.reason) : null,
-        entry.actor ? h("div", { class: "muted" }, `by ${entry.actor}`) : null);
+        entry.actor ? h("div", { class: "muted" }, `by ${entry.actor}${entry.key ? ` with ${entry.key}` : ""}`) : null);
     }));
   }
 
@@ -350,7 +361,11 @@
       const key = JSON.stringify([call, attempts, answer !== null]);
       if (key === shown && gen === generation) return true;
       shown = key;
-      const cancel = h("button", { type: "button", class: "danger", id: "cancel-call" }, "Cancel this call");
+      // A key that may only read sees the button disabled; the route would refuse it with 403.
+      const cancel = mayAct()
+        ? h("button", { type: "button", class: "danger", id: "cancel-call" }, "Cancel this call")
+        : h("button", { type: "button", class: "danger", id: "cancel-call", disabled: "",
+            title: "This key can only read calls: cancelling needs calls:write." }, "Cancel this call");
       cancel.addEventListener("click", async () => {
         cancel.disabled = true;
         try {

@@ -3,7 +3,6 @@
 //! tool stored for the session.
 
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
-use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
@@ -18,14 +17,14 @@ fn routes() -> Router<'static> {
 /// `GET /voice-tools/context/:session`.
 async fn session_calls(req: Request, params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
-    let calls = gatehouse_lifecycle::context(&Ctx::new(), &params.text("session")?)?;
+    let calls = gatehouse_lifecycle::context(&gatehouse_rest::ctx(&params)?, &params.text("session")?)?;
     Ok(gatehouse_rest::ok(&calls))
 }
 
 /// `GET /get-session-context?session_id=&context_key=`.
-async fn stored_context(req: Request, _params: Params) -> Result<Reply, ApiError> {
+async fn stored_context(req: Request, params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
     let session = gatehouse_http::query_param(&req, "session_id")?.unwrap_or_default();
     let key = gatehouse_http::query_param(&req, "context_key")?.unwrap_or_default();
-    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::session_context(&Ctx::new(), &session, &key)?))
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::session_context(&gatehouse_rest::ctx(&params)?, &session, &key)?))
 }

@@ -9,8 +9,8 @@
 
 use gatehouse_domain::Status;
 use gatehouse_gmail::GmailTool;
-use gatehouse_http::{ApiError, Component, Reply, Request};
-use gatehouse_lifecycle::{Ctx, DirectFlow, Gate};
+use gatehouse_http::{ApiError, Component, Params, Reply, Request};
+use gatehouse_lifecycle::{DirectFlow, Gate};
 use gatehouse_store::ToolCall;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -35,9 +35,9 @@ struct EmailFields {
     reference_context: Option<Value>,
 }
 
-pub async fn execute_gmail(component: Component, req: Request) -> Result<Reply, ApiError> {
+pub async fn execute_gmail(component: Component, req: Request, params: Params) -> Result<Reply, ApiError> {
     let (envelope, parameters) = gatehouse_rest::direct_request::<EmailFields>(&req)?;
-    let call = FLOW.run(&Ctx::new(), &GmailTool, component, &envelope, parameters).await?;
+    let call = FLOW.run(&gatehouse_rest::ctx(&params)?, &GmailTool, component, &envelope, parameters).await?;
     Ok(gatehouse_rest::ok(&answer(&call)))
 }
 

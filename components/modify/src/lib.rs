@@ -1,7 +1,6 @@
 //! PATCH /voice-tools/modify/:id: change the parameters of a PENDING call with a JSON merge patch.
 
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
-use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
@@ -12,5 +11,5 @@ fn routes() -> Router<'static> {
 async fn modify(req: Request, params: Params) -> Result<Reply, ApiError> {
     let id = params.call_id()?;
     let request = gatehouse_http::read_json(&req)?;
-    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::modify(&Ctx::new(), &id, request).await?))
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::modify(&gatehouse_rest::ctx(&params)?, &id, request).await?))
 }

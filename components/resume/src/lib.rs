@@ -1,7 +1,6 @@
 //! POST /resume-execution/:id: proceed or cancel at the checkpoint.
 
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope};
-use gatehouse_lifecycle::Ctx;
 
 gatehouse_http::component!(routes);
 
@@ -13,5 +12,5 @@ async fn resume(req: Request, params: Params) -> Result<Reply, ApiError> {
     let id = params.call_id()?;
     let request = gatehouse_http::read_json(&req)?;
     let wait = gatehouse_http::prefer_wait(&req);
-    Ok(gatehouse_rest::progress(gatehouse_lifecycle::resume(&Ctx::new(), &id, request, wait).await?))
+    Ok(gatehouse_rest::progress(gatehouse_lifecycle::resume(&gatehouse_rest::ctx(&params)?, &id, request, wait).await?))
 }

@@ -4,7 +4,7 @@
 //! - `GET /voice-tools/tools/:name/stats?window=`.
 
 use gatehouse_http::{Access, ApiError, Params, Reply, Request, Router, Scope, query_param};
-use gatehouse_lifecycle::{Ctx, ExecutionsQuery};
+use gatehouse_lifecycle::ExecutionsQuery;
 
 gatehouse_http::component!(routes);
 
@@ -15,9 +15,9 @@ fn routes() -> Router<'static> {
         .get("/voice-tools/tools/:name/stats", Access::Key(Scope::ToolsRead), stats)
 }
 
-async fn list(req: Request, _params: Params) -> Result<Reply, ApiError> {
+async fn list(req: Request, params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
-    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::list_tools(&Ctx::new()).await?))
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::list_tools(&gatehouse_rest::ctx(&params)?).await?))
 }
 
 async fn executions(req: Request, params: Params) -> Result<Reply, ApiError> {
@@ -29,12 +29,12 @@ async fn executions(req: Request, params: Params) -> Result<Reply, ApiError> {
         since: query_param(&req, "since")?,
         cursor: query_param(&req, "cursor")?,
     };
-    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_executions(&Ctx::new(), &name, &query)?))
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_executions(&gatehouse_rest::ctx(&params)?, &name, &query)?))
 }
 
 async fn stats(req: Request, params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
     let name = params.text("name")?;
     let window = query_param(&req, "window")?;
-    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_stats(&Ctx::new(), &name, window.as_deref())?))
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::tool_stats(&gatehouse_rest::ctx(&params)?, &name, window.as_deref())?))
 }

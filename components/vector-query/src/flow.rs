@@ -8,8 +8,8 @@
 //! 4. COMPLETED: the completion callback, with `context_available` and `context_key`.
 
 use gatehouse_domain::Status;
-use gatehouse_http::{ApiError, Component, Reply, Request};
-use gatehouse_lifecycle::{Ctx, DirectFlow, Gate};
+use gatehouse_http::{ApiError, Component, Params, Reply, Request};
+use gatehouse_lifecycle::{DirectFlow, Gate};
 use gatehouse_store::ToolCall;
 use gatehouse_vector_search::VectorQuery;
 use serde::{Deserialize, Serialize};
@@ -30,9 +30,9 @@ struct QueryFields {
     structured_query: Option<Value>,
 }
 
-pub async fn query_vector_db(component: Component, req: Request) -> Result<Reply, ApiError> {
+pub async fn query_vector_db(component: Component, req: Request, params: Params) -> Result<Reply, ApiError> {
     let (envelope, parameters) = gatehouse_rest::direct_request::<QueryFields>(&req)?;
-    let call = FLOW.run(&Ctx::new(), &VectorQuery, component, &envelope, parameters).await?;
+    let call = FLOW.run(&gatehouse_rest::ctx(&params)?, &VectorQuery, component, &envelope, parameters).await?;
     Ok(gatehouse_rest::ok(&answer(&call)))
 }
 

@@ -87,7 +87,19 @@ pub struct CompletionCallback {
 
 /// The signature header value for `body` sent at `unix_seconds`.
 pub fn sign(secret: &[u8], unix_seconds: u64, body: &[u8]) -> String {
-    format!("t={unix_seconds},v1={}", hex::encode(mac(secret, unix_seconds, body)))
+    sign_with_each(&[secret], unix_seconds, body)
+}
+
+/// The signature header value with one `v1` signature per secret, in order: during a rotation
+/// the new secret's and the previous one's, so a receiver that knows either accepts it, as
+/// Stripe's header carries a list (docs/keys.md, "Rotating the signing secrets").
+pub fn sign_with_each(secrets: &[&[u8]], unix_seconds: u64, body: &[u8]) -> String {
+    let mut header = format!("t={unix_seconds}");
+    for secret in secrets {
+        header.push_str(",v1=");
+        header.push_str(&hex::encode(mac(secret, unix_seconds, body)));
+    }
+    header
 }
 
 /// Checks a signature header the way a relay should: the MAC must match, compared in
@@ -199,6 +211,18 @@ mod tests {
         let forged = header.replace("t=1700000000", "t=1700000500");
         assert!(!verify(SECRET, &forged, body, 1_700_000_500, 300), "timestamp is signed");
         assert!(!verify(SECRET, "v1=00", body, 1_700_000_000, 300));
+    }
+
+    /// During a rotation the header carries both secrets' signatures: a receiver holding either
+    /// one accepts it, one holding neither does not.
+    #[test]
+    fn a_rotation_header_verifies_with_either_secret() {
+        let body = br#"{"tool_call_id":"tc_000000000001"}"#;
+        let header = sign_with_each(&[b"new", b"old"], 1_700_000_000, body);
+        assert_eq!(header.matches(",v1=").count(), 2);
+        assert!(verify(b"new", &header, body, 1_700_000_000, 300));
+        assert!(verify(b"old", &header, body, 1_700_000_000, 300));
+        assert!(!verify(b"other", &header, body, 1_700_000_000, 300));
     }
 
     /// A known vector, computed independently: `printf '1.{}' | openssl dgst -sha256 -hmac key`.

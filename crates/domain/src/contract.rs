@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{FieldProblem, SessionId, ToolCallId};
+use crate::{FieldProblem, SessionId, SessionOf, ToolCallId};
 
 /// The path prefix of the contract on a tool component.
 pub const CONTRACT_PATH: &str = "/tool";
@@ -106,6 +106,10 @@ pub struct ToolRequest {
     pub tool_call_id: Option<ToolCallId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionId>,
+    /// The tenant the call belongs to, whose session `session_id` is; absent from a caller
+    /// that predates tenants, and then the first tenant ([`ToolRequest::session`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     pub parameters: Map<String, Value>,
     /// What `prepare` returned, for `execute` and `discard`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,6 +124,14 @@ pub struct ToolRequest {
     pub side_effect_may_have_started: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+}
+
+impl ToolRequest {
+    /// The call's session, as its tenant names it.
+    pub fn session(&self) -> Option<SessionOf<'_>> {
+        let tenant = self.tenant.as_deref().unwrap_or(crate::keys::DEFAULT_TENANT);
+        self.session_id.as_ref().map(|session_id| SessionOf { tenant, session_id })
+    }
 }
 
 fn first_attempt() -> u32 {

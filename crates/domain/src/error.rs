@@ -37,10 +37,12 @@ pub enum ErrorCode {
     TooManyOpenCalls,
     /// The client did not send the request's body in the time the host allows.
     RequestTimeout,
+    /// The tenant created as many calls in the last second as it may (docs/keys.md, "Limits").
+    RateLimited,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
@@ -62,6 +64,7 @@ impl ErrorCode {
         ErrorCode::CallbackUrlConflict,
         ErrorCode::TooManyOpenCalls,
         ErrorCode::RequestTimeout,
+        ErrorCode::RateLimited,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -87,6 +90,7 @@ impl ErrorCode {
             ErrorCode::CallbackUrlConflict => "callback_url_conflict",
             ErrorCode::TooManyOpenCalls => "too_many_open_calls",
             ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::RateLimited => "rate_limited",
         }
     }
 
@@ -107,7 +111,7 @@ impl ErrorCode {
             | ErrorCode::UnknownFunction
             | ErrorCode::IdempotencyKeyReused
             | ErrorCode::CallbackNotAllowed => 422,
-            ErrorCode::TooManyOpenCalls => 429,
+            ErrorCode::TooManyOpenCalls | ErrorCode::RateLimited => 429,
             ErrorCode::Internal => 500,
             // The tool component behind a private route failed or could not be reached.
             ErrorCode::ToolUnavailable => 502,
@@ -156,6 +160,9 @@ pub struct ApiError {
     /// The methods a 405 must list in its `Allow` header.
     #[serde(skip)]
     pub allow: Option<String>,
+    /// The seconds a 429 tells the client to wait in its `Retry-After` header.
+    #[serde(skip)]
+    pub retry_after_seconds: Option<u32>,
     /// Operator-only diagnostics, for the logs.
     #[serde(skip)]
     pub detail: Option<String>,
@@ -172,8 +179,15 @@ impl ApiError {
             cause: None,
             required_scope: None,
             allow: None,
+            retry_after_seconds: None,
             detail: None,
         }
+    }
+
+    /// Tells the client to wait this long before trying again (`Retry-After`).
+    pub fn with_retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after_seconds = Some(seconds);
+        self
     }
 
     pub fn http_status(&self) -> u16 {
@@ -375,6 +389,7 @@ mod tests {
             (ErrorCode::CallbackUrlConflict, 409),
             (ErrorCode::TooManyOpenCalls, 429),
             (ErrorCode::RequestTimeout, 408),
+            (ErrorCode::RateLimited, 429),
         ];
         assert_eq!(expected.len(), ErrorCode::ALL.len());
         for (code, status) in expected {

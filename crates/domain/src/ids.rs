@@ -81,6 +81,14 @@ impl From<ToolCallId> for String {
 #[serde(try_from = "String", into = "String")]
 pub struct SessionId(String);
 
+/// A session as its tenant names it: two tenants may use the same session id, and they are two
+/// sessions (docs/architecture.md, "Tenants").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOf<'a> {
+    pub tenant: &'a str,
+    pub session_id: &'a SessionId,
+}
+
 impl SessionId {
     pub fn parse(value: &str) -> Result<Self, InvalidId> {
         if value.is_empty() {

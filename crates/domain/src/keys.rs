@@ -53,21 +53,34 @@ impl std::fmt::Display for Scope {
 
 /// Who a request is: the tenant its key belongs to, the key (none for `api_token`), and what
 /// the key may do.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Grant {
     pub tenant: String,
-    /// The key's id; `None` for the `api_token` variable.
-    pub key_id: Option<String>,
+    /// The key's prefix, its public name; `None` for the `api_token` variable.
+    pub key: Option<String>,
     pub scopes: Vec<Scope>,
 }
 
 /// The tenant `api_token` belongs to, which the migration creates.
 pub const DEFAULT_TENANT: &str = "default";
+/// How the status history names a change made with `api_token`.
+pub const API_TOKEN_NAME: &str = "api_token";
 
 impl Grant {
     /// The `api_token` variable: the first tenant's admin.
     pub fn api_token() -> Grant {
-        Grant { tenant: DEFAULT_TENANT.to_owned(), key_id: None, scopes: vec![Scope::Admin] }
+        Grant { tenant: DEFAULT_TENANT.to_owned(), key: None, scopes: vec![Scope::Admin] }
+    }
+
+    /// How the status history names the key that made a change: its prefix, or `api_token`.
+    pub fn key_name(&self) -> &str {
+        self.key.as_deref().unwrap_or(API_TOKEN_NAME)
+    }
+
+    /// Whether the grant may run the deployment's own maintenance (`/voice-tools/sweep`), which
+    /// touches every tenant's calls: an admin of the first tenant, the operator's.
+    pub fn is_operator(&self) -> bool {
+        self.tenant == DEFAULT_TENANT && self.allows(Scope::Admin)
     }
 
     /// Whether the grant covers `needed`: `admin` covers every scope, and `calls:write` covers
@@ -130,7 +143,7 @@ mod tests {
 
     #[test]
     fn scopes_cover_what_they_say() {
-        let relay = Grant { tenant: "t".into(), key_id: Some("k".into()), scopes: vec![Scope::CallsWrite] };
+        let relay = Grant { tenant: "t".into(), key: Some("ghk_00000000".into()), scopes: vec![Scope::CallsWrite] };
         assert!(relay.allows(Scope::CallsWrite) && relay.allows(Scope::CallsRead));
         assert!(!relay.allows(Scope::ToolsRead) && !relay.allows(Scope::Admin));
         let viewer = Grant { scopes: vec![Scope::CallsRead, Scope::ToolsRead], ..relay };

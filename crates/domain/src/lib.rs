@@ -20,7 +20,7 @@ mod time;
 
 pub use allowlist::{CallbackAllowlist, CallbackUrlError};
 pub use error::{ApiError, ErrorCode, FieldProblem};
-pub use ids::{InvalidId, MAX_SESSION_ID_LEN, SessionId, ToolCallId};
+pub use ids::{InvalidId, MAX_SESSION_ID_LEN, SessionId, SessionOf, ToolCallId};
 pub use patch::{FieldChange, changed_fields, merge_patch};
 pub use prefer::{MAX_WAIT, preference_applied, wait_preference};
 pub use status::{ParseStatusError, Status};

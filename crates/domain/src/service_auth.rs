@@ -33,8 +33,21 @@ pub struct Signed {
 
 /// The signature header value for a request, with `nonce` (fresh for each request).
 pub fn sign(secret: &[u8], unix_seconds: u64, nonce: &str, method: &str, path: &str, body: &[u8]) -> String {
-    let mac = callback::sign(secret, unix_seconds, &signed_content(nonce, method, path, body));
-    format!("{mac},n={nonce}")
+    sign_with_each(&[secret], unix_seconds, nonce, method, path, body)
+}
+
+/// The header signed with each of `secrets` (one `v1` each): during a rotation the new secret
+/// and the previous one, so a host that still knows only the previous one accepts it.
+pub fn sign_with_each(
+    secrets: &[&[u8]],
+    unix_seconds: u64,
+    nonce: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> String {
+    let macs = callback::sign_with_each(secrets, unix_seconds, &signed_content(nonce, method, path, body));
+    format!("{macs},n={nonce}")
 }
 
 /// Whether `header` signs this request, with a timestamp within [`TOLERANCE_SECONDS`] of `now`;

@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gatehouse_domain::contract::{Checkpoint, Executed, ToolDescription, ToolEffects, ToolRequest};
-use gatehouse_domain::{FieldProblem, SessionId};
+use gatehouse_domain::{FieldProblem, SessionOf};
 use gatehouse_tool::{Tool, ToolFailure};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -67,7 +67,7 @@ impl Tool for GmailTool {
         EmailParameters::parse(&parameters).map(|(_, normalized)| normalized)
     }
 
-    fn check_references(&self, parameters: &Map<String, Value>, session: Option<&SessionId>) -> Vec<FieldProblem> {
+    fn check_references(&self, parameters: &Map<String, Value>, session: Option<SessionOf<'_>>) -> Vec<FieldProblem> {
         let Some(key) = parameters.get("reference_context").and_then(Value::as_str) else {
             return Vec::new();
         };
@@ -76,7 +76,7 @@ impl Tool for GmailTool {
         };
         let found = gatehouse_platform::open_db()
             .map_err(|e| e.message)
-            .and_then(|db| gatehouse_store::session_context_get(&db, session.as_str(), key).map_err(|e| e.to_string()));
+            .and_then(|db| gatehouse_store::session_context_get(&db, session, key).map_err(|e| e.to_string()));
         match found {
             Ok(Some(_)) => Vec::new(),
             Ok(None) => vec![FieldProblem::new(

@@ -11,6 +11,12 @@ use spin_sdk::variables;
 /// was wrong; a valid key without the scope is a 403 that names the scope. A credential never
 /// appears in a response or a log. docs/keys.md.
 pub fn require_key(req: &Request, needed: Scope) -> Result<Grant, ApiError> {
+    let grant = identify(req)?;
+    if grant.allows(needed) { Ok(grant) } else { Err(ApiError::insufficient_scope(needed)) }
+}
+
+/// Who the bearer credential is, whatever it may do: a valid key or `api_token`, else 401.
+pub fn identify(req: &Request) -> Result<Grant, ApiError> {
     let presented = req
         .header("authorization")
         .and_then(|value| value.as_str())
@@ -24,7 +30,7 @@ pub fn require_key(req: &Request, needed: Scope) -> Result<Grant, ApiError> {
     } else {
         return Err(ApiError::unauthorized());
     };
-    if grant.allows(needed) { Ok(grant) } else { Err(ApiError::insufficient_scope(needed)) }
+    Ok(grant)
 }
 
 /// The `api_token` variable, refused when it could never be presented.
@@ -52,28 +58,33 @@ fn api_token() -> Result<String, ApiError> {
 /// A valid signature's nonce must still be spent, once ([`signed_nonce`]): the handler does it
 /// where it reaches the database.
 pub fn require_service_request(req: &Request) -> Result<(), ApiError> {
-    match gatehouse_platform::contract_secret()? {
+    match gatehouse_platform::contract_secrets()? {
         None => match crate::route::matched_route(req) {
             Some(crate::CHAINED_ROUTE) => Ok(()),
             _ => Err(ApiError::unauthorized()),
         },
-        Some(secret) => verified(req, &secret).map(drop).ok_or_else(ApiError::unauthorized),
+        Some(secrets) => verified(req, &secrets).map(drop).ok_or_else(ApiError::unauthorized),
     }
 }
 
 /// The nonce of an admitted service request's signature, to spend once; `None` for a request
 /// that came by service chaining with no `contract_secret` set, which carries none.
 pub fn signed_nonce(req: &Request) -> Result<Option<service_auth::Signed>, ApiError> {
-    match gatehouse_platform::contract_secret()? {
+    match gatehouse_platform::contract_secrets()? {
         None => Ok(None),
-        Some(secret) => verified(req, &secret).map(Some).ok_or_else(ApiError::unauthorized),
+        Some(secrets) => verified(req, &secrets).map(Some).ok_or_else(ApiError::unauthorized),
     }
 }
 
-fn verified(req: &Request, secret: &str) -> Option<service_auth::Signed> {
+/// The request's signature checked with each of this host's keys (the current one, and the
+/// previous one during a rotation): any one of them vouching for it admits it.
+fn verified(req: &Request, secrets: &[String]) -> Option<service_auth::Signed> {
     let header = req.header(service_auth::SIGNATURE_HEADER).and_then(|value| value.as_str()).unwrap_or_default();
     let method = req.method().to_string();
-    service_auth::verify(secret.as_bytes(), header, &method, req.path(), req.body(), gatehouse_platform::unix_now())
+    let now = gatehouse_platform::unix_now();
+    secrets
+        .iter()
+        .find_map(|secret| service_auth::verify(secret.as_bytes(), header, &method, req.path(), req.body(), now))
 }
 
 /// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 7235).

@@ -31,7 +31,7 @@ mod route;
 mod router;
 mod serve;
 
-pub use auth::{require_key, require_service_request, signed_nonce};
+pub use auth::{identify, require_key, require_service_request, signed_nonce};
 pub use body::{
     BodyError, MAX_BODY_BYTES, from_json_value, parse_body, read_json, read_optional_json, require_no_body,
 };

@@ -39,6 +39,9 @@ pub fn error_response(error: &ApiError) -> Response {
     if let Some(allow) = &error.allow {
         response.set_header("allow", allow);
     }
+    if let Some(seconds) = error.retry_after_seconds {
+        response.set_header("retry-after", seconds.to_string());
+    }
     response
 }
 

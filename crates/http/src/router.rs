@@ -43,6 +43,8 @@ pub enum Access {
     /// A public route of the API: a bearer key with this scope, or `api_token` (see
     /// [`crate::require_key`]); the handler reads who it is from [`Params::grant`].
     Key(Scope),
+    /// A route for any valid key, whatever its scopes (`/voice-tools/key`: who am I).
+    AnyKey,
     /// A service route (the tool contract, the executor hand-off): chained from this
     /// application, or signed with `contract_secret` (see [`crate::require_service_request`]).
     Service,
@@ -57,6 +59,7 @@ impl Access {
     fn check(self, req: &Request) -> Result<Option<Grant>, ApiError> {
         match self {
             Access::Key(scope) => crate::require_key(req, scope).map(Some),
+            Access::AnyKey => crate::identify(req).map(Some),
             Access::Service => crate::require_service_request(req).map(|()| None),
             Access::Open => Ok(None),
         }
@@ -204,9 +207,10 @@ impl Params {
         Params { segments, rest, grant: None }
     }
 
-    /// Who the request is: the key's tenant and scopes (`None` on a route that needs no key).
-    pub fn grant(&self) -> Option<&Grant> {
-        self.grant.as_ref()
+    /// Who the request is: the key's tenant and scopes. A route that needs no key has none,
+    /// and a handler that asks for it there fails closed.
+    pub fn grant(&self) -> Result<&Grant, ApiError> {
+        self.grant.as_ref().ok_or_else(|| ApiError::internal().with_detail("a route without a key asked for one"))
     }
 
     /// The `:name` segment, percent-decoded as UTF-8; a malformed escape is a 400.

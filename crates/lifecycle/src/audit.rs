@@ -42,6 +42,7 @@ pub fn list_calls(ctx: &Ctx, query: &CallsQuery) -> Result<CallsPage, ApiError> 
         }
     };
     let filter = CallFilter {
+        tenant: &ctx.grant()?.tenant,
         session_id: session.as_ref().map(|s| s.as_str()),
         function_name,
         status: status.map(Status::as_str),
@@ -54,5 +55,5 @@ pub fn list_calls(ctx: &Ctx, query: &CallsQuery) -> Result<CallsPage, ApiError> 
 /// Every attempt to deliver the call's callbacks, oldest first, with the relay's answer (its
 /// status code, or why nothing came back).
 pub fn callback_attempts(ctx: &Ctx, id: &ToolCallId) -> Result<CallbackAttempts, ApiError> {
-    gatehouse_store::callback_attempts(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))
+    gatehouse_store::callback_attempts(&*ctx.db()?, &ctx.grant()?.tenant, id)?.ok_or_else(|| rejection::not_found(id))
 }

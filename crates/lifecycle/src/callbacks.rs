@@ -161,7 +161,8 @@ async fn try_deliver(
         record(ctx, call, kind, &url, 1, None, Some(&format!("not sent: the URL {problem}")), 0.0);
         return Ok(None);
     }
-    let secret = ctx.config().callback_secret()?;
+    let secrets = ctx.config().callback_secrets()?;
+    let secrets: Vec<&[u8]> = secrets.iter().map(|s| s.as_bytes()).collect();
     let timeout = patience.timeout(ctx)?;
     let traceparent = call.trace_id.as_deref().map(gatehouse_platform::traceparent);
 
@@ -169,7 +170,7 @@ async fn try_deliver(
     let mut backoff = FIRST_BACKOFF;
     for attempt in 1..=attempts {
         let unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
-        let signature = callback::sign(secret.as_bytes(), unix, &body);
+        let signature = callback::sign_with_each(&secrets, unix, &body);
         let mut headers = vec![("content-type", "application/json"), (callback::SIGNATURE_HEADER, signature.as_str())];
         headers.push(("x-gatehouse-callback", kind.as_str()));
         if let Some(traceparent) = &traceparent {
@@ -240,6 +241,7 @@ fn record(
     duration_ms: f64,
 ) {
     let row = CallbackAttempt {
+        tenant: &call.tenant,
         tool_call_id: call.tool_call_id.as_str(),
         kind: kind.as_str(),
         url,

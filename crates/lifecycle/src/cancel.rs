@@ -4,7 +4,7 @@
 use gatehouse_domain::contract::Checkpoint;
 use gatehouse_domain::limits::{MAX_REASON_CHARS, check_optional_length};
 use gatehouse_domain::{ApiError, Status, ToolCallId};
-use gatehouse_store::{ToolCall, Transition};
+use gatehouse_store::{Caller, ToolCall, Transition};
 use serde::Deserialize;
 
 use crate::rejection::{self, Action};
@@ -29,15 +29,16 @@ pub(crate) async fn cancel_as(
     actor: &str,
 ) -> Result<Outcome<Brief>, ApiError> {
     check_optional_length("reason", request.reason.as_deref(), MAX_REASON_CHARS)?;
+    let caller = Caller::Key(ctx.grant()?);
     let db = ctx.db()?;
     // The sentence depends on the state the cancel wins from, which only the statement knows;
     // it is written from the state read first and corrected in the rare case that changed.
-    let call = gatehouse_store::get_call(&db, id)?.ok_or_else(|| rejection::not_found(id))?;
+    let call = gatehouse_store::get_call(&db, caller, id)?.ok_or_else(|| rejection::not_found(id))?;
     if let Some(error) = rejection::check(Action::Cancel, &call) {
         return Err(error);
     }
     let message = cancelled_message(call.status);
-    match gatehouse_store::cancel_call(&db, id, request.reason.as_deref(), actor, message)? {
+    match gatehouse_store::cancel_call(&db, caller, id, request.reason.as_deref(), actor, message)? {
         Transition::Applied { before, after } => {
             let message = cancelled_message(before.status).to_owned();
             let brief = Brief { tool_call_id: id.clone(), status: Status::Cancelled, message };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use gatehouse_domain::limits::{MAX_REASON_CHARS, MAX_URL_CHARS, check_optional_length};
 use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
 use gatehouse_platform::Method;
-use gatehouse_store::{ToolCall, Transition};
+use gatehouse_store::{Caller, ToolCall, Transition};
 use serde::Deserialize;
 
 use crate::cancel::{CancelRequest, cancel_as};
@@ -40,8 +40,9 @@ pub async fn confirm(
     let callback_url = ctx.config().checked_callback_url(request.callback_url.as_deref())?;
     let lease_owner = gatehouse_platform::new_token();
     let lease_seconds = ctx.config().lease_seconds()?;
+    let caller = Caller::Key(ctx.grant()?);
     let db = ctx.db()?;
-    match gatehouse_store::confirm_call(&db, id, &lease_owner, lease_seconds, callback_url.as_deref())? {
+    match gatehouse_store::confirm_call(&db, caller, id, &lease_owner, lease_seconds, callback_url.as_deref())? {
         Transition::Applied { after, .. } => {
             drop(db);
             let drive = DriveRequest { tool_call_id: id.clone(), lease_owner };
@@ -85,8 +86,9 @@ pub async fn resume(
     }
     let lease_owner = gatehouse_platform::new_token();
     let lease_seconds = ctx.config().lease_seconds()?;
+    let caller = Caller::Key(ctx.grant()?);
     let db = ctx.db()?;
-    match gatehouse_store::resume_call(&db, id, &lease_owner, lease_seconds)? {
+    match gatehouse_store::resume_call(&db, caller, id, &lease_owner, lease_seconds)? {
         Transition::Applied { after, .. } => {
             drop(db);
             let drive = DriveRequest { tool_call_id: id.clone(), lease_owner };
@@ -126,7 +128,7 @@ async fn start(
     // goes on.
     let reread = match driven.flatten().filter(|call| call.status != Status::Executing) {
         Some(call) => Ok(Some(*call)),
-        None => ctx.db().and_then(|db| Ok(gatehouse_store::get_call(&db, id)?)),
+        None => ctx.db().and_then(|db| Ok(gatehouse_store::get_call(&db, ctx.caller(), id)?)),
     };
     let answer = match reread {
         Ok(Some(call)) if call.status != Status::Executing => Progress::Reached(Box::new(call)),

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
+use gatehouse_domain::keys::Grant;
 use gatehouse_domain::{ApiError, CallbackAllowlist, ErrorCode};
-use gatehouse_store::Connection;
+use gatehouse_store::{Caller, Connection};
 use gatehouse_tool::{ToolClient, ToolRegistry};
 
 /// At most this many attempts for each run of a call (a confirm or a resume starts one at
@@ -25,22 +26,45 @@ pub const MAX_ATTEMPTS: i32 = 3;
 /// `discard`. Those take seconds, the tool needs a connection of its own meanwhile, and a
 /// connection held through them would starve the pool; the next step takes a new one. A
 /// tool's `validate` is answered in milliseconds and is not a wait.
+///
+/// **Whom it acts for.** A request made with a key carries the key's [`Grant`]: its operations
+/// see only the key's tenant's calls, and the transitions they make name the key. Gatehouse's
+/// own work (the executor, the sweeper) carries none and reaches any call by its id. An
+/// operation only a key may ask for reads [`Ctx::grant`], which refuses a context without one,
+/// so a route that forgot its key fails closed (docs/architecture.md, "Tenants").
 #[derive(Clone, Default)]
 pub struct Ctx {
     config: Rc<Config>,
     connection: Rc<RefCell<Option<Rc<Connection>>>>,
+    grant: Option<Rc<Grant>>,
 }
 
 impl Ctx {
-    /// The context of a request on a Spin host: settings come from the component's variables.
-    pub fn new() -> Ctx {
+    /// Gatehouse's own work on a Spin host (the executor, the sweeper): settings come from the
+    /// component's variables, and no tenant confines it.
+    pub fn gatehouse() -> Ctx {
         Ctx::default()
+    }
+
+    /// A request made with a key, on a Spin host.
+    pub fn for_grant(grant: Grant) -> Ctx {
+        Ctx { grant: Some(Rc::new(grant)), ..Ctx::default() }
     }
 
     /// A context whose settings are the given values, not Spin variables.
     #[cfg(test)]
     pub(crate) fn with_settings(values: &[(&str, &str)]) -> Ctx {
-        Ctx { config: Rc::new(Config::fixed(values)), connection: Rc::default() }
+        Ctx { config: Rc::new(Config::fixed(values)), connection: Rc::default(), grant: None }
+    }
+
+    /// The key the request was made with; an operation only a key may ask for reads it.
+    pub fn grant(&self) -> Result<&Grant, ApiError> {
+        self.grant.as_deref().ok_or_else(|| ApiError::internal().with_detail("an operation for a key ran without one"))
+    }
+
+    /// Whom the store's statements run for: the request's key, or Gatehouse itself.
+    pub fn caller(&self) -> Caller<'_> {
+        self.grant.as_deref().map_or(Caller::Gatehouse, Caller::Key)
     }
 
     pub(crate) fn config(&self) -> &Config {
@@ -184,6 +208,17 @@ impl Config {
 
     pub fn callback_secret(&self) -> Result<String, ApiError> {
         self.non_empty_secret("callback_secret")
+    }
+
+    /// The keys a callback is signed with, one signature each: `callback_secret`, then
+    /// `callback_secret_previous` during a rotation, so a relay that verifies with either
+    /// accepts it (docs/keys.md, "Rotating the signing secrets").
+    pub fn callback_secrets(&self) -> Result<Vec<String>, ApiError> {
+        let previous = match &self.fixed {
+            Some(fixed) => fixed.get("callback_secret_previous").filter(|s| !s.is_empty()).cloned(),
+            None => gatehouse_platform::previous("callback_secret_previous"),
+        };
+        Ok(std::iter::once(self.callback_secret()?).chain(previous).collect())
     }
 
     /// A signing key's variable. An empty key would make every signature forgeable: fail closed.

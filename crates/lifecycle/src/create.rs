@@ -3,7 +3,7 @@
 use gatehouse_domain::contract::ToolRequest;
 use gatehouse_domain::limits::{MAX_LABEL_CHARS, MAX_URL_CHARS, check_optional_length};
 use gatehouse_domain::{ApiError, ErrorCode, SessionId};
-use gatehouse_store::{Insertion, NewCall};
+use gatehouse_store::{Insertion, Limit, NewCall};
 use gatehouse_tool::ToolError;
 use gatehouse_tool::history::validated_row;
 use serde::Deserialize;
@@ -49,6 +49,7 @@ pub async fn create(
     trace_id: &str,
 ) -> Result<Created, ApiError> {
     let config = ctx.config();
+    let grant = ctx.grant()?;
     ctx.db()?;
     let session_id = crate::session_id(&request.session_id)?;
     request.check_bounds()?;
@@ -78,6 +79,7 @@ pub async fn create(
         .validate(&ToolRequest {
             tool_call_id: None,
             session_id: Some(session_id.clone()),
+            tenant: Some(grant.tenant.clone()),
             parameters: parameters.clone(),
             checkpoint: None,
             attempt: 1,
@@ -106,6 +108,7 @@ pub async fn create(
         needs_checkpoint: validated.needs_checkpoint,
         validation: validated.execution.as_ref().map(|e| validated_row(e, None, Some(trace_id))),
         max_pending_per_session: config.max_pending_per_session()?,
+        grant,
     };
     // A concurrent create with the same key may not be visible yet to this statement; the
     // second try sees it.
@@ -120,23 +123,41 @@ pub async fn create(
                 ));
             }
             Insertion::Raced => continue,
-            Insertion::SessionFull => return Err(session_full(config.max_pending_per_session()?)),
+            Insertion::Limited(limit) => return Err(limited(limit, config.max_pending_per_session()?)),
         }
     }
     Err(ApiError::internal().with_detail("an idempotent create raced twice"))
 }
 
-/// A session holds as many waiting calls as it may: 429, and the relay should settle some
-/// (confirm or cancel) before proposing more.
-pub(crate) fn session_full(cap: i64) -> ApiError {
-    ApiError::new(
-        ErrorCode::TooManyOpenCalls,
-        format!(
-            "This conversation already has {cap} requests waiting for an answer. \
-             Confirm or cancel some of them before asking for more."
+/// A limit the create met (docs/keys.md, "Limits"): 429. A full session has the relay settle
+/// some of its calls (confirm or cancel) before proposing more, and waiting alone does not help,
+/// so it has no `Retry-After`; the tenant's limits are shared with its other sessions, which
+/// settle and create on their own, so they say when to try again.
+pub(crate) fn limited(limit: Limit, session_cap: i64) -> ApiError {
+    match limit {
+        Limit::SessionFull => ApiError::new(
+            ErrorCode::TooManyOpenCalls,
+            format!(
+                "This conversation already has {session_cap} requests waiting for an answer. \
+                 Confirm or cancel some of them before asking for more."
+            ),
         ),
-    )
+        Limit::TenantFull => ApiError::new(
+            ErrorCode::TooManyOpenCalls,
+            "Too many requests are waiting for an answer across your conversations. Please try again shortly.",
+        )
+        .with_retry_after(TENANT_FULL_RETRY_SECONDS),
+        Limit::RateLimited => ApiError::new(
+            ErrorCode::RateLimited,
+            "Too many requests are being made right now. Please try again in a moment.",
+        )
+        .with_retry_after(1),
+    }
 }
+
+/// How long a tenant whose waiting calls are at its limit is told to wait: long enough for
+/// some of its other conversations to answer theirs.
+const TENANT_FULL_RETRY_SECONDS: u32 = 5;
 
 /// The tool's answer as an API error: its field errors for the caller, or a 502.
 pub(crate) fn tool_error(error: ToolError, tool: &str) -> ApiError {

@@ -11,9 +11,9 @@
 
 use gatehouse_domain::callback::RelayDecision;
 use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest, Validated};
-use gatehouse_domain::{ApiError, SessionId, ToolCallId};
+use gatehouse_domain::{ApiError, SessionId, SessionOf, ToolCallId};
 use gatehouse_platform::{Component, OutboundResponse};
-use gatehouse_store::{Insertion, NewCall, ToolCall, Transition};
+use gatehouse_store::{Caller, Insertion, NewCall, ToolCall, Transition};
 use gatehouse_tool::history::{Execution, Outcome as Ran, ToolIdentity, validated_row};
 use gatehouse_tool::{Tool, ToolError, ToolFailure};
 use serde::Deserialize;
@@ -85,7 +85,8 @@ impl DirectFlow {
         gatehouse_domain::limits::check_parameters_size(&parameters)?;
         let identity = gatehouse_tool::identity(tool, component);
         let trace_id = gatehouse_platform::trace_id();
-        let validated = validate(tool, &identity, &session_id, parameters, &trace_id)?;
+        let session = SessionOf { tenant: &ctx.grant()?.tenant, session_id: &session_id };
+        let validated = validate(tool, &identity, session, parameters, &trace_id)?;
         let (call, lease_owner) = record(ctx, &identity, envelope, &session_id, &validated, &trace_id)?;
         let mut policy = InProcess { ctx: ctx.clone(), flow: *self, tool, identity, waiting: None };
         let walked = flow::walk(ctx, call, &lease_owner, &mut policy).await?;
@@ -100,12 +101,13 @@ impl DirectFlow {
 fn validate<T: Tool>(
     tool: &T,
     identity: &ToolIdentity,
-    session_id: &SessionId,
+    session: SessionOf<'_>,
     parameters: Map<String, Value>,
     trace_id: &str,
 ) -> Result<Validated, ApiError> {
-    let validation = Execution::begin(identity.clone(), Operation::Validate, None, Some(trace_id));
-    gatehouse_tool::accept(tool, &tool.describe(), parameters, Some(session_id), &validation).map_err(|refusal| {
+    let validation =
+        Execution::begin(identity.clone(), Operation::Validate, None, Some(trace_id)).for_tenant(Some(session.tenant));
+    gatehouse_tool::accept(tool, &tool.describe(), parameters, Some(session), &validation).map_err(|refusal| {
         validation.end(Ran::Rejected, Some(&refusal.error)).write();
         ApiError::validation_failed(refusal.error, refusal.fields)
     })
@@ -122,6 +124,7 @@ fn record(
     trace_id: &str,
 ) -> Result<(ToolCall, String), ApiError> {
     let config = ctx.config();
+    let grant = ctx.grant()?;
     let callback_url = config.checked_callback_url(Some(&envelope.callback_url))?;
     let id = gatehouse_platform::new_tool_call_id();
     let new_call = NewCall {
@@ -141,18 +144,28 @@ fn record(
         needs_checkpoint: validated.needs_checkpoint,
         validation: validated.execution.as_ref().map(|e| validated_row(e, None, Some(trace_id))),
         max_pending_per_session: config.max_pending_per_session()?,
+        grant,
     };
     let db = ctx.db()?;
     // The flow answers with the call as it ends, not with the create's answer: that is not read.
     match gatehouse_store::insert_call::<serde::de::IgnoredAny>(&db, &new_call)? {
         Insertion::New(_) => {}
-        Insertion::SessionFull => return Err(crate::create::session_full(config.max_pending_per_session()?)),
+        Insertion::Limited(limit) => {
+            return Err(crate::create::limited(limit, config.max_pending_per_session()?));
+        }
         Insertion::Existing { .. } | Insertion::Raced => {
             return Err(ApiError::internal().with_detail("a new call without an Idempotency-Key was not created"));
         }
     }
     let lease_owner = gatehouse_platform::new_token();
-    match gatehouse_store::confirm_call(&db, &id, &lease_owner, config.lease_seconds()?, callback_url.as_deref())? {
+    match gatehouse_store::confirm_call(
+        &db,
+        Caller::Key(grant),
+        &id,
+        &lease_owner,
+        config.lease_seconds()?,
+        callback_url.as_deref(),
+    )? {
         Transition::Applied { after, .. } => Ok((*after, lease_owner)),
         _ => Err(ApiError::internal().with_detail(format!("{id} could not be confirmed right after its creation"))),
     }

@@ -161,7 +161,8 @@ impl Walker<'_> {
             decision @ Decision::Cancel { .. } => self.decided(decision, policy).await,
             Decision::Continue => {
                 let lease_seconds = self.ctx.config().lease_seconds()?;
-                let resumed = gatehouse_store::resume_call(&*self.ctx.db()?, &id, self.owner, lease_seconds)?;
+                let resumed =
+                    gatehouse_store::resume_call(&*self.ctx.db()?, self.ctx.caller(), &id, self.owner, lease_seconds)?;
                 self.follow(resumed)
             }
         }
@@ -208,7 +209,7 @@ impl Walker<'_> {
         };
         let message = cancelled_message(self.call().status);
         let id = self.call().tool_call_id.clone();
-        match gatehouse_store::cancel_call(&*self.ctx.db()?, &id, Some(&reason), "relay", message)? {
+        match gatehouse_store::cancel_call(&*self.ctx.db()?, self.ctx.caller(), &id, Some(&reason), "relay", message)? {
             Transition::Applied { before, after } => {
                 policy.cancelled(&after, operation, &reason);
                 if before.status == Status::Prepared

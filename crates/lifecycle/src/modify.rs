@@ -4,7 +4,7 @@
 use gatehouse_domain::contract::ToolRequest;
 use gatehouse_domain::limits::{MAX_PARAMETERS_HISTORY_BYTES, MAX_REASON_CHARS, check_optional_length};
 use gatehouse_domain::{ApiError, ToolCallId, changed_fields, merge_patch};
-use gatehouse_store::{ParameterChange, Transition};
+use gatehouse_store::{Caller, ParameterChange, Transition};
 use gatehouse_tool::history::write_validated;
 use serde::Deserialize;
 use serde_json::Value;
@@ -34,7 +34,8 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
             .with_field("parameters", "must be an object"));
     }
     check_optional_length("reason", request.reason.as_deref(), MAX_REASON_CHARS)?;
-    let call = gatehouse_store::get_call(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
+    let call = gatehouse_store::get_call(&*ctx.db()?, Caller::Key(ctx.grant()?), id)?
+        .ok_or_else(|| rejection::not_found(id))?;
     if let Some(error) = rejection::check(Action::Modify, &call) {
         return Err(error);
     }
@@ -75,6 +76,7 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
         let db = &ctx.db()?;
         let transition = gatehouse_store::modify_call(
             db,
+            Caller::Key(ctx.grant()?),
             id,
             &call.parameters,
             &validated.parameters,

@@ -3,7 +3,7 @@
 //! otherwise.
 
 use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
-use gatehouse_store::{Connection, ToolCall, Transition};
+use gatehouse_store::{Caller, Connection, ToolCall, Transition};
 
 /// What an operation does to a call, for its error sentences.
 #[derive(Debug, Clone, Copy)]
@@ -63,8 +63,9 @@ pub(crate) fn refuse(db: &Connection, action: Action, id: &ToolCallId, transitio
         Transition::Applied { after, .. } => *after,
         Transition::Rejected { current } => *current,
     };
+    // A rejection names a call the caller could see, so Gatehouse may read it again.
     let current = if action.allowed_from(&current) {
-        match gatehouse_store::get_call(db, id) {
+        match gatehouse_store::get_call(db, Caller::Gatehouse, id) {
             Ok(Some(fresh)) => fresh,
             Ok(None) => return not_found(id),
             Err(e) => return e.into(),

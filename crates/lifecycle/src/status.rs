@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use gatehouse_domain::{ApiError, SessionId, Status, ToolCallId};
-use gatehouse_store::ToolCall;
+use gatehouse_domain::{ApiError, SessionId, SessionOf, Status, ToolCallId};
+use gatehouse_store::{Caller, ToolCall};
 
 use crate::{Ctx, Outcome, SessionCalls, SessionContext, rejection};
 
@@ -17,7 +17,8 @@ const POLL_INTERVAL: Duration = Duration::from_millis(25);
 pub async fn status(ctx: &Ctx, id: &ToolCallId, wait: Option<Duration>) -> Result<Outcome<ToolCall>, ApiError> {
     let deadline = wait.map(|wait| Instant::now() + wait);
     loop {
-        let call = gatehouse_store::get_call(&*ctx.db()?, id)?.ok_or_else(|| rejection::not_found(id))?;
+        let call = gatehouse_store::get_call(&*ctx.db()?, Caller::Key(ctx.grant()?), id)?
+            .ok_or_else(|| rejection::not_found(id))?;
         let waiting = call.status == Status::Executing && deadline.is_some_and(|d| Instant::now() < d);
         if !waiting {
             return Ok(Outcome::new(call).waited(wait));
@@ -36,7 +37,8 @@ pub fn session_id(raw: &str) -> Result<SessionId, ApiError> {
 /// What the agent needs to know about a session: its open calls and its last settled ones.
 pub fn context(ctx: &Ctx, session_id: &str) -> Result<SessionCalls, ApiError> {
     let session_id = self::session_id(session_id)?;
-    let view = gatehouse_store::session_context_view(&*ctx.db()?, &session_id)?;
+    let session = SessionOf { tenant: &ctx.grant()?.tenant, session_id: &session_id };
+    let view = gatehouse_store::session_context_view(&*ctx.db()?, session)?;
     Ok(SessionCalls { session_id, view })
 }
 
@@ -46,7 +48,8 @@ pub fn session_context(ctx: &Ctx, session_id: &str, key: &str) -> Result<Session
         return Err(ApiError::invalid_input("Say which context to read.").with_field("context_key", "is required"));
     }
     let session_id = self::session_id(session_id)?;
-    match gatehouse_store::session_context_get(&*ctx.db()?, session_id.as_str(), key)? {
+    let session = SessionOf { tenant: &ctx.grant()?.tenant, session_id: &session_id };
+    match gatehouse_store::session_context_get(&*ctx.db()?, session, key)? {
         Some(context) => Ok(SessionContext { context }),
         None => Err(ApiError::not_found("Not found or expired")),
     }

@@ -16,6 +16,7 @@ pub(crate) fn tool_request(call: &ToolCall) -> ToolRequest {
     ToolRequest {
         tool_call_id: Some(call.tool_call_id.clone()),
         session_id: Some(call.session_id.clone()),
+        tenant: Some(call.tenant.clone()),
         parameters: call.parameters.clone(),
         checkpoint: None,
         attempt: u32::try_from(call.attempts).unwrap_or(1),

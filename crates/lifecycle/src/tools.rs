@@ -71,6 +71,7 @@ pub fn tool_executions(ctx: &Ctx, name: &str, query: &ExecutionsQuery) -> Result
         }
     };
     let filter = ExecutionFilter {
+        tenant: &ctx.grant()?.tenant,
         tool: &tool.name,
         outcome: outcome.map(Outcome::as_str),
         since: query.since.as_deref(),
@@ -87,7 +88,7 @@ pub fn tool_stats(ctx: &Ctx, name: &str, window: Option<&str>) -> Result<ToolSta
     let window = window.unwrap_or(DEFAULT_WINDOW);
     let seconds = gatehouse_domain::parse_window(window)
         .ok_or_else(|| invalid("window", "must be a span such as 90s, 15m, 24h or 7d, at most 366d"))?;
-    Ok(gatehouse_store::tool_stats(&*ctx.db()?, &tool.name, window, seconds)?)
+    Ok(gatehouse_store::tool_stats(&*ctx.db()?, &ctx.grant()?.tenant, &tool.name, window, seconds)?)
 }
 
 /// Whether `name` is a registered tool's own name (not an alias), from the registry alone.

@@ -38,7 +38,7 @@ pub use protocol::{MODERN_VERSION, SUPPORTED_VERSIONS};
 
 pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiError> {
     // MCP is an agent's way to propose and act on calls: the same scope as the REST routes that do.
-    gatehouse_http::require_key(&req, gatehouse_http::Scope::CallsWrite)?;
+    let grant = gatehouse_http::require_key(&req, gatehouse_http::Scope::CallsWrite)?;
     check_origin(&req)?;
     if *req.method() != Method::Post {
         return Err(ApiError::method_not_allowed("POST"));
@@ -72,15 +72,14 @@ pub async fn handle(component: Component, req: Request) -> Result<Reply, ApiErro
             Err(error) => Ok(rpc_answer(error.http_status, &jsonrpc::error(&Value::Null, &error))),
         },
         Ok(Message::Request { id, method, params }) => match protocol::era(headers, &method, &params) {
-            Ok(era) => Ok(answer(component, &era, &id, &method, &params).await),
+            Ok(era) => Ok(answer(component, Ctx::for_grant(grant), &era, &id, &method, &params).await),
             Err(error) => Ok(rpc_answer(error.http_status, &jsonrpc::error(&id, &error))),
         },
         Err((id, error)) => Ok(rpc_answer(400, &jsonrpc::error(&id, &error))),
     }
 }
 
-async fn answer(component: Component, era: &Era, id: &Value, method: &str, params: &Value) -> Reply {
-    let ctx = Ctx::new();
+async fn answer(component: Component, ctx: Ctx, era: &Era, id: &Value, method: &str, params: &Value) -> Reply {
     let modern = matches!(era, Era::Modern { .. });
     let outcome = match (method, modern) {
         ("initialize", false) => Ok((protocol::initialize_result(params, component.version), None)),

@@ -4,11 +4,17 @@
 //! face of the same answers.
 
 use gatehouse_domain::ApiError;
-use gatehouse_http::{Reply, Request, json_response};
-use gatehouse_lifecycle::{Envelope, Outcome, Progress};
+use gatehouse_http::{Params, Reply, Request, json_response};
+use gatehouse_lifecycle::{Ctx, Envelope, Outcome, Progress};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+
+/// The context of a request made with a key: its operations see only the key's tenant
+/// (docs/architecture.md, "Tenants").
+pub fn ctx(params: &Params) -> Result<Ctx, ApiError> {
+    Ok(Ctx::for_grant(params.grant()?.clone()))
+}
 
 /// `200 OK` with the answer.
 pub fn ok(answer: &impl Serialize) -> Reply {

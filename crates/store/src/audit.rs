@@ -36,6 +36,8 @@ impl CallCursor {
 /// Which calls to list; each filter is exact, and they combine.
 #[derive(Debug, Clone)]
 pub struct CallFilter<'a> {
+    /// The tenant whose calls they are.
+    pub tenant: &'a str,
     pub session_id: Option<&'a str>,
     pub function_name: Option<&'a str>,
     /// The status as routes report it (a waiting call past its deadline is EXPIRED).
@@ -58,17 +60,26 @@ pub fn list_calls<T: DeserializeOwned>(db: &Connection, filter: &CallFilter<'_>)
             cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Int64(c.created_at_micros)),
             cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Str(c.tool_call_id.to_string())),
             ParameterValue::Int64(i64::from(filter.limit)),
+            ParameterValue::Str(filter.tenant.to_owned()),
         ],
     )?
     .ok_or_else(|| StoreError::Unexpected("the calls query returned nothing".into()))
 }
 
-/// `{tool_call_id, callbacks: [...]}`, oldest attempt first; `None` when there is no such call.
-pub fn callback_attempts<T: DeserializeOwned>(db: &Connection, id: &ToolCallId) -> Result<Option<T>, StoreError> {
+/// `{tool_call_id, callbacks: [...]}`, oldest attempt first; `None` when the tenant has no such call.
+pub fn callback_attempts<T: DeserializeOwned>(
+    db: &Connection,
+    tenant: &str,
+    id: &ToolCallId,
+) -> Result<Option<T>, StoreError> {
     optional(
         db,
         CALLBACKS,
-        &[ParameterValue::Str(id.to_string()), ParameterValue::Int64(i64::from(MAX_CALLBACK_ATTEMPTS))],
+        &[
+            ParameterValue::Str(id.to_string()),
+            ParameterValue::Int64(i64::from(MAX_CALLBACK_ATTEMPTS)),
+            ParameterValue::Str(tenant.to_owned()),
+        ],
     )
 }
 

@@ -10,20 +10,24 @@
 //! after are scalar subqueries, NULL when there is no call or the condition did not hold.
 
 use gatehouse_domain::contract::Checkpoint;
-use gatehouse_domain::{SessionId, Status, ToolCallId};
+use gatehouse_domain::keys::Grant;
+use gatehouse_domain::{SessionId, SessionOf, Status, ToolCallId};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 use spin_sdk::pg4::{Connection, ParameterValue};
 
-use crate::StoreError;
 use crate::history::{ToolExecution, history_parameters};
 use crate::rows::{decode, one_row, optional, optional_text, text};
+use crate::{Caller, StoreError};
 
 /// A call as the routes report it (the SQL function `tool_call_json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub tool_call_id: ToolCallId,
     pub session_id: SessionId,
+    /// The tenant it belongs to (docs/architecture.md, "Tenants").
+    #[serde(default = "default_tenant")]
+    pub tenant: String,
     pub connection_id: Option<String>,
     pub intent_id: Option<String>,
     pub function_name: String,
@@ -70,6 +74,17 @@ pub struct ToolCall {
     pub execution_time_ms: Option<i64>,
 }
 
+fn default_tenant() -> String {
+    gatehouse_domain::keys::DEFAULT_TENANT.to_owned()
+}
+
+impl ToolCall {
+    /// The call's session, as its tenant names it.
+    pub fn session(&self) -> SessionOf<'_> {
+        SessionOf { tenant: &self.tenant, session_id: &self.session_id }
+    }
+}
+
 /// The outcome of a conditional transition.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transition {
@@ -105,6 +120,8 @@ pub struct NewCall<'a> {
     pub validation: Option<ToolExecution<'a>>,
     /// How many waiting PENDING calls the session may hold; a create past it is refused.
     pub max_pending_per_session: i64,
+    /// Whose call it is: its tenant, and the key named in its first status entry.
+    pub grant: &'a Grant,
 }
 
 /// A call as the executor reads it before driving it.
@@ -125,8 +142,20 @@ pub enum Insertion<T> {
     Existing { fingerprint: String, response: T },
     /// The key's first call was being created concurrently and is not visible yet; retry.
     Raced,
-    /// The session already holds as many waiting PENDING calls as it may; nothing was created.
+    /// A limit was met and nothing was created.
+    Limited(Limit),
+}
+
+/// A limit a create met (docs/keys.md, "Limits").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// The session holds as many waiting PENDING calls as it may.
     SessionFull,
+    /// The tenant holds as many waiting PENDING calls as it may.
+    TenantFull,
+    /// The tenant created as many calls in the last second as it may.
+    RateLimited,
 }
 
 /// One entry for `parameters_history`, before the database stamps it.
@@ -240,7 +269,11 @@ pub fn insert_call<T: DeserializeOwned>(db: &Connection, call: &NewCall<'_>) -> 
         ]
         .into_iter()
         .chain(history_parameters(call.validation.as_ref()))
-        .chain([ParameterValue::Int64(call.max_pending_per_session)])
+        .chain([
+            ParameterValue::Int64(call.max_pending_per_session),
+            text(&call.grant.tenant),
+            text(call.grant.key_name()),
+        ])
         .collect::<Vec<_>>(),
     )?;
     #[derive(Deserialize)]
@@ -256,13 +289,20 @@ pub fn insert_call<T: DeserializeOwned>(db: &Connection, call: &NewCall<'_>) -> 
             fingerprint: existing.fingerprint.unwrap_or_default(),
             response: existing.response,
         }),
-        None if row.get(2).map(decode::<bool>).transpose()?.flatten() == Some(true) => Ok(Insertion::SessionFull),
-        None => Ok(Insertion::Raced),
+        None => match row.get(2).map(decode::<Limit>).transpose()?.flatten() {
+            Some(limit) => Ok(Insertion::Limited(limit)),
+            None => Ok(Insertion::Raced),
+        },
     }
 }
 
-pub fn get_call(db: &Connection, tool_call_id: &ToolCallId) -> Result<Option<ToolCall>, StoreError> {
-    optional(db, GET, &[id(tool_call_id)])
+/// The call with this id, if `caller` may see it.
+pub fn get_call(
+    db: &Connection,
+    caller: Caller<'_>,
+    tool_call_id: &ToolCallId,
+) -> Result<Option<ToolCall>, StoreError> {
+    optional(db, GET, &[id(tool_call_id), caller.tenant()])
 }
 
 pub fn get_call_to_drive(db: &Connection, tool_call_id: &ToolCallId) -> Result<Option<CallToDrive>, StoreError> {
@@ -271,6 +311,7 @@ pub fn get_call_to_drive(db: &Connection, tool_call_id: &ToolCallId) -> Result<O
 
 pub fn modify_call(
     db: &Connection,
+    caller: Caller<'_>,
     tool_call_id: &ToolCallId,
     expected: &Map<String, Value>,
     parameters: &Map<String, Value>,
@@ -281,12 +322,22 @@ pub fn modify_call(
     transition(
         db,
         MODIFY,
-        &[id(tool_call_id), json(expected)?, json(parameters)?, text(summary), optional_text(reason), json(&changes)?],
+        &[
+            id(tool_call_id),
+            json(expected)?,
+            json(parameters)?,
+            text(summary),
+            optional_text(reason),
+            json(&changes)?,
+            caller.tenant(),
+            caller.key(),
+        ],
     )
 }
 
 pub fn confirm_call(
     db: &Connection,
+    caller: Caller<'_>,
     tool_call_id: &ToolCallId,
     lease_owner: &str,
     lease_seconds: f64,
@@ -295,27 +346,50 @@ pub fn confirm_call(
     transition(
         db,
         CONFIRM,
-        &[id(tool_call_id), text(lease_owner), ParameterValue::Floating64(lease_seconds), optional_text(callback_url)],
+        &[
+            id(tool_call_id),
+            text(lease_owner),
+            ParameterValue::Floating64(lease_seconds),
+            optional_text(callback_url),
+            caller.tenant(),
+            caller.key(),
+        ],
     )
 }
 
 pub fn resume_call(
     db: &Connection,
+    caller: Caller<'_>,
     tool_call_id: &ToolCallId,
     lease_owner: &str,
     lease_seconds: f64,
 ) -> Result<Transition, StoreError> {
-    transition(db, RESUME, &[id(tool_call_id), text(lease_owner), ParameterValue::Floating64(lease_seconds)])
+    transition(
+        db,
+        RESUME,
+        &[
+            id(tool_call_id),
+            text(lease_owner),
+            ParameterValue::Floating64(lease_seconds),
+            caller.tenant(),
+            caller.key(),
+        ],
+    )
 }
 
 pub fn cancel_call(
     db: &Connection,
+    caller: Caller<'_>,
     tool_call_id: &ToolCallId,
     reason: Option<&str>,
     actor: &str,
     voice_response: &str,
 ) -> Result<Transition, StoreError> {
-    transition(db, CANCEL, &[id(tool_call_id), optional_text(reason), text(actor), text(voice_response)])
+    transition(
+        db,
+        CANCEL,
+        &[id(tool_call_id), optional_text(reason), text(actor), text(voice_response), caller.tenant(), caller.key()],
+    )
 }
 
 pub fn mark_prepared(

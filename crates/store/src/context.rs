@@ -1,4 +1,4 @@
-use gatehouse_domain::{SessionId, Status, ToolCallId, context};
+use gatehouse_domain::{SessionOf, Status, ToolCallId, context};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use spin_sdk::pg4::{Connection, ParameterValue};
@@ -46,12 +46,13 @@ pub struct PendingCall {
 const SESSION_CONTEXT_VIEW_SQL: &str = include_str!("sql/session_context_view.sql");
 
 /// Reads a session's pending and recent calls in one statement.
-pub fn session_context_view(db: &Connection, session_id: &SessionId) -> Result<ContextView, StoreError> {
+pub fn session_context_view(db: &Connection, session: SessionOf<'_>) -> Result<ContextView, StoreError> {
     let params = [
-        ParameterValue::Str(session_id.as_str().to_owned()),
+        ParameterValue::Str(session.session_id.as_str().to_owned()),
         ParameterValue::Int64(context::PENDING_LIMIT),
         ParameterValue::Int64(context::RECENT_LIMIT),
         ParameterValue::Int64(context::COUNT_CAP),
+        ParameterValue::Str(session.tenant.to_owned()),
     ];
     crate::rows::optional(db, SESSION_CONTEXT_VIEW_SQL, &params)?
         .ok_or_else(|| StoreError::Unexpected("the context query returned no row".to_owned()))

@@ -16,6 +16,9 @@ const STATS: &str = include_str!("sql/history/stats.sql");
 /// (docs/architecture.md, "The data model").
 #[derive(Debug, Clone)]
 pub struct ToolExecution<'a> {
+    /// The tenant the work was for; `None` takes the call's, and for a row with no call the
+    /// first tenant's.
+    pub tenant: Option<&'a str>,
     pub tool: &'a str,
     pub component: &'a str,
     /// `None` when the row is written on the tool's behalf: the component's last known version.
@@ -32,12 +35,15 @@ pub struct ToolExecution<'a> {
 }
 
 pub fn record_tool_execution(db: &Connection, row: &ToolExecution<'_>) -> Result<(), StoreError> {
-    db.execute(RECORD, &history_parameters(Some(row)))?;
+    let mut parameters = history_parameters(Some(row));
+    parameters.push(optional_text(row.tenant));
+    db.execute(RECORD, &parameters)?;
     Ok(())
 }
 
 /// A row's ten parameters, in the order of `record.sql` (and of the create's `insert.sql`,
-/// which writes a handed-over `validate` row with the call); all NULL for no row.
+/// which writes a handed-over `validate` row with the call, of the call's tenant); all NULL
+/// for no row. The tenant is not among them: `record.sql` takes it after them.
 pub(crate) fn history_parameters(row: Option<&ToolExecution<'_>>) -> Vec<ParameterValue> {
     let Some(row) = row else {
         return (0..10).map(|_| ParameterValue::DbNull).collect();
@@ -75,6 +81,8 @@ impl ExecutionCursor {
 /// Which of a tool's executions to list.
 #[derive(Debug, Clone)]
 pub struct ExecutionFilter<'a> {
+    /// The tenant whose executions they are.
+    pub tenant: &'a str,
     pub tool: &'a str,
     pub outcome: Option<&'a str>,
     /// An RFC 3339 timestamp, already checked.
@@ -96,20 +104,22 @@ pub fn tool_executions<T: DeserializeOwned>(db: &Connection, filter: &ExecutionF
             cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Int64(c.started_at_micros)),
             cursor.map_or(ParameterValue::DbNull, |c| ParameterValue::Int64(c.execution_id)),
             ParameterValue::Int64(i64::from(filter.limit)),
+            text(filter.tenant),
         ],
     )?
     .ok_or_else(|| StoreError::Unexpected("the executions query returned nothing".into()))
 }
 
-/// A tool's stats over the last `window_seconds`, with the tool's name and `window`, the span as
-/// the client wrote it.
+/// A tool's stats over the tenant's executions of the last `window_seconds`, with the tool's name
+/// and `window`, the span as the client wrote it.
 pub fn tool_stats<T: DeserializeOwned>(
     db: &Connection,
+    tenant: &str,
     tool: &str,
     window: &str,
     window_seconds: f64,
 ) -> Result<T, StoreError> {
-    let parameters = [text(tool), ParameterValue::Floating64(window_seconds), text(window)];
+    let parameters = [text(tool), ParameterValue::Floating64(window_seconds), text(window), text(tenant)];
     optional(db, STATS, &parameters)?.ok_or_else(|| StoreError::Unexpected("the stats query returned nothing".into()))
 }
 

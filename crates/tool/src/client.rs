@@ -125,7 +125,8 @@ impl ToolClient {
         request: &ToolRequest,
     ) -> Result<(T, Option<Execution>), ToolError> {
         let execution =
-            Execution::begin(self.identity(), op, request.tool_call_id.as_ref(), request.trace_id.as_deref());
+            Execution::begin(self.identity(), op, request.tool_call_id.as_ref(), request.trace_id.as_deref())
+                .for_tenant(request.tenant.as_deref());
         match self.exchange(op, Some(request)).await {
             Ok((answer, true)) => Ok((answer, None)),
             Ok((answer, false)) => Ok((answer, Some(execution))),

@@ -64,7 +64,8 @@ pub(crate) fn guard(op: Operation, request: &ToolRequest) -> Result<Guarded, Api
 /// expired or failed. The recorded checkpoint is used; a call cancelled while it was being
 /// prepared never recorded one, and then the caller's is.
 fn discard(db: &gatehouse_store::Connection, id: &ToolCallId, request: &ToolRequest) -> Result<Guarded, ApiError> {
-    let call = gatehouse_store::get_call(db, id)?.ok_or_else(|| ApiError::not_found("No tool call has that id."))?;
+    let call = gatehouse_store::get_call(db, gatehouse_store::Caller::Gatehouse, id)?
+        .ok_or_else(|| ApiError::not_found("No tool call has that id."))?;
     if !matches!(call.status, Status::Cancelled | Status::Expired | Status::Failed) {
         return Err(ApiError::invalid_state(
             "Only a call that will never run can have its preparation discarded.",
@@ -81,6 +82,7 @@ fn as_recorded(call: &ToolCall, request: &ToolRequest, may_have_started: bool) -
     ToolRequest {
         tool_call_id: Some(call.tool_call_id.clone()),
         session_id: Some(call.session_id.clone()),
+        tenant: Some(call.tenant.clone()),
         parameters: call.parameters.clone(),
         checkpoint: call.checkpoint.clone(),
         attempt: u32::try_from(call.attempts).unwrap_or(request.attempt),

@@ -60,6 +60,7 @@ pub struct Execution {
     identity: ToolIdentity,
     operation: Operation,
     tool_call_id: Option<ToolCallId>,
+    tenant: Option<String>,
     trace_id: Option<String>,
     started_at: f64,
     clock: Instant,
@@ -77,10 +78,18 @@ impl Execution {
             identity,
             operation,
             tool_call_id: tool_call_id.cloned(),
+            tenant: None,
             trace_id: trace_id.map(str::to_owned),
             started_at: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default(),
             clock: Instant::now(),
         }
+    }
+
+    /// Names the tenant the work was for. Without it the row takes its call's tenant, and a
+    /// row with no call the first tenant's (docs/architecture.md, "Tenants").
+    pub fn for_tenant(mut self, tenant: Option<&str>) -> Execution {
+        self.tenant = tenant.map(str::to_owned);
+        self
     }
 
     /// An accepted `validate`'s row, to hand to the caller rather than write (see
@@ -122,6 +131,7 @@ impl Finished {
     pub fn write(self) {
         let execution = &self.execution;
         let row = gatehouse_store::ToolExecution {
+            tenant: execution.tenant.as_deref(),
             tool: &execution.identity.tool,
             component: &execution.identity.component,
             component_version: execution.identity.version.as_deref(),
@@ -144,6 +154,7 @@ pub fn validated_row<'a>(
     trace_id: Option<&'a str>,
 ) -> gatehouse_store::ToolExecution<'a> {
     gatehouse_store::ToolExecution {
+        tenant: None,
         tool: &execution.tool,
         component: &execution.component,
         component_version: execution.component_version.as_deref(),

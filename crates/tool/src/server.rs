@@ -1,7 +1,7 @@
 use gatehouse_domain::contract::{
     Checkpoint, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
 };
-use gatehouse_domain::{ApiError, FieldProblem, SessionId};
+use gatehouse_domain::{ApiError, FieldProblem, SessionOf};
 use gatehouse_http::{Access, Component, IncomingRequest, Params, Reply, Request, ResponseOutparam, Router};
 use serde_json::{Map, Value};
 
@@ -32,7 +32,7 @@ pub trait Tool {
     fn validate(&self, parameters: Map<String, Value>) -> Result<Map<String, Value>, Vec<FieldProblem>>;
     /// Checks that need stored state rather than the parameters alone, such as a session-context
     /// key the parameters refer to. Runs after `validate` accepted the parameters.
-    fn check_references(&self, _parameters: &Map<String, Value>, _session: Option<&SessionId>) -> Vec<FieldProblem> {
+    fn check_references(&self, _parameters: &Map<String, Value>, _session: Option<SessionOf<'_>>) -> Vec<FieldProblem> {
         Vec::new()
     }
     /// The sentence the agent speaks to have the caller confirm.
@@ -74,7 +74,7 @@ macro_rules! tool_component {
                         $crate::__private::gatehouse_http::Access::Key(
                             $crate::__private::gatehouse_http::Scope::CallsWrite,
                         ),
-                        move |req, _params| $handler(component, req),
+                        move |req, params| $handler(component, req, params),
                     )
                     .dispatch(req)
             })
@@ -158,7 +158,8 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
     // Described once per request: a description carries the whole parameters schema.
     let description = tool.describe();
     let identity = ToolIdentity { component: component_id(&req, component), ..identity_of(&description, component) };
-    let execution = Execution::begin(identity, op, request.tool_call_id.as_ref(), request.trace_id.as_deref());
+    let execution = Execution::begin(identity, op, request.tool_call_id.as_ref(), request.trace_id.as_deref())
+        .for_tenant(request.tenant.as_deref());
     let (response, finished) = match run(tool, &description, op, &request, &execution).await {
         // An accepted validate handed its row to the caller, in its answer.
         Ok(body) if op == Operation::Validate => {
@@ -195,8 +196,7 @@ async fn run<T: Tool>(
     match op {
         Operation::Describe => to_value(serde_json::to_value(description)),
         Operation::Validate => {
-            let validated =
-                accept(tool, description, request.parameters.clone(), request.session_id.as_ref(), execution)?;
+            let validated = accept(tool, description, request.parameters.clone(), request.session(), execution)?;
             to_value(serde_json::to_value(validated))
         }
         Operation::Summarize => {
@@ -222,7 +222,7 @@ pub fn accept<T: Tool>(
     tool: &T,
     description: &ToolDescription,
     parameters: Map<String, Value>,
-    session: Option<&SessionId>,
+    session: Option<SessionOf<'_>>,
     execution: &Execution,
 ) -> Result<Validated, ToolRefusal> {
     let checked = tool.validate(parameters).and_then(|parameters| {

@@ -15,7 +15,7 @@ mod tool;
 
 use std::time::Instant;
 
-use gatehouse_domain::{SessionId, ToolCallId};
+use gatehouse_domain::{SessionOf, ToolCallId};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -115,13 +115,14 @@ fn round_ms(ms: f64) -> f64 {
 
 /// Embeds the semantic query, then runs the search. No database connection is held while
 /// the embedding is computed, which can take a network round trip.
-pub async fn search(query: &SearchQuery, embedder: &Embedder) -> Result<SearchResult, SearchError> {
+/// Only `tenant`'s documents are searched.
+pub async fn search(query: &SearchQuery, tenant: &str, embedder: &Embedder) -> Result<SearchResult, SearchError> {
     let clock = Instant::now();
     let embedding = embedder.embed(&query.semantic_query).await?;
     let embedding_ms = clock.elapsed().as_secs_f64() * 1000.0;
     let db = gatehouse_platform::open_db().map_err(|e| SearchError::Database(e.detail.unwrap_or(e.message)))?;
     let clock = Instant::now();
-    let found = search::run(&db, query, &embedding)?;
+    let found = search::run(&db, query, tenant, &embedding)?;
     let search_ms = clock.elapsed().as_secs_f64() * 1000.0;
     Ok(SearchResult::new(query, found, embedding_ms, search_ms))
 }
@@ -129,7 +130,7 @@ pub async fn search(query: &SearchQuery, embedder: &Embedder) -> Result<SearchRe
 /// Stores the results as the session's `last_query_results`, for `context_ttl_seconds`
 /// (an hour unless configured), replacing the previous ones.
 pub fn remember(
-    session_id: &SessionId,
+    session: SessionOf<'_>,
     tool_call_id: Option<&ToolCallId>,
     parameters: &Map<String, Value>,
     result: &SearchResult,
@@ -148,6 +149,6 @@ pub fn remember(
         "documents": result.documents,
     });
     let db = gatehouse_platform::open_db().map_err(|e| SearchError::Database(e.detail.unwrap_or(e.message)))?;
-    gatehouse_store::session_context_put(&db, session_id.as_str(), CONTEXT_KEY, &value, ttl)
+    gatehouse_store::session_context_put(&db, session, CONTEXT_KEY, &value, ttl)
         .map_err(|e| SearchError::Database(e.to_string()))
 }

@@ -88,11 +88,13 @@ const TOTALS: &str = "
                LEFT JOIN matched m ON true
               GROUP BY f.field, f.position) totals)";
 
-pub(crate) fn statement(query: &SearchQuery, embedding: &[f32]) -> Statement {
+pub(crate) fn statement(query: &SearchQuery, tenant: &str, embedding: &[f32]) -> Statement {
     let mut params =
         vec![ParameterValue::Str(vector_literal(embedding)), ParameterValue::Int64(i64::from(query.top_k))];
-    let conditions = conditions(&query.filters, &mut params);
-    let filtered = if conditions.is_empty() { "true".to_owned() } else { conditions.join(" AND ") };
+    // Only the tenant's own documents (docs/architecture.md, "Tenants").
+    let mut conditions = vec![format!("tenant_id = {}", bind(&mut params, ParameterValue::Str(tenant.to_owned())))];
+    conditions.extend(self::conditions(&query.filters, &mut params));
+    let filtered = conditions.join(" AND ");
     let nearest = NEAREST.replace("{where}", &filtered).replace("{query}", QUERY_VECTOR);
     if query.aggregate.is_empty() {
         return Statement { sql: format!("SELECT {nearest}, NULL::bigint, NULL::jsonb"), params };
@@ -158,8 +160,8 @@ fn vector_literal(embedding: &[f32]) -> String {
     text
 }
 
-pub(crate) fn run(db: &Connection, query: &SearchQuery, embedding: &[f32]) -> Result<Found, SearchError> {
-    let statement = statement(query, embedding);
+pub(crate) fn run(db: &Connection, query: &SearchQuery, tenant: &str, embedding: &[f32]) -> Result<Found, SearchError> {
+    let statement = statement(query, tenant, embedding);
     let rows = db.query(&statement.sql, &statement.params).map_err(|e| SearchError::Database(format!("{e:?}")))?;
     let row = single_row(rows.rows)?;
     let [documents, matched, totals] = <[DbValue; 3]>::try_from(row)
@@ -207,19 +209,21 @@ mod tests {
     fn a_search_without_totals_is_only_the_index_scan() {
         let statement = statement(
             &query(json!({"user_query": "late trucks", "structured_query": {"filters": {"region": "Midwest"}}})),
+            "acme",
             &[0.5],
         );
         assert!(!statement.sql.contains("matched"));
-        assert!(statement.sql.contains("WHERE (metadata @> $3)"), "{}", statement.sql);
-        assert_eq!(statement.params.len(), 3);
+        assert!(statement.sql.contains("WHERE tenant_id = $3 AND (metadata @> $4)"), "{}", statement.sql);
+        assert_eq!(statement.params.len(), 4);
+        assert!(matches!(&statement.params[2], ParameterValue::Str(v) if v == "acme"));
     }
 
     #[test]
-    fn an_unfiltered_search_is_only_the_index_scan() {
-        let statement = statement(&query(json!({"user_query": "late trucks"})), &[0.5, -0.25]);
+    fn an_unfiltered_search_is_only_the_index_scan_of_the_tenant() {
+        let statement = statement(&query(json!({"user_query": "late trucks"})), "default", &[0.5, -0.25]);
         assert!(!statement.sql.contains("matched"));
-        assert!(statement.sql.contains("WHERE true"));
-        assert_eq!(statement.params.len(), 2);
+        assert!(statement.sql.contains("WHERE tenant_id = $3\n"), "{}", statement.sql);
+        assert_eq!(statement.params.len(), 3);
         assert!(matches!(&statement.params[0], ParameterValue::Str(v) if v == "[0.5,-0.25]"));
         assert!(matches!(statement.params[1], ParameterValue::Int64(5)));
     }
@@ -235,18 +239,20 @@ mod tests {
                     "top_k": 7
                 }
             })),
+            "default",
             &[0.0],
         );
         assert!(
             !statement.sql.contains("DROP") && !statement.sql.contains("O'Brien") && !statement.sql.contains("South")
         );
-        let filtered = "doc_date >= $3 AND doc_date <= $4 AND (metadata @> $5 OR metadata @> $6) AND metadata @> $7";
+        let filtered = "tenant_id = $3 AND doc_date >= $4 AND doc_date <= $5 AND (metadata @> $6 OR metadata @> $7) \
+                        AND metadata @> $8";
         assert_eq!(statement.sql.matches(filtered).count(), 2, "{}", statement.sql);
-        assert!(statement.sql.contains("unnest($8::text[])"));
-        assert_eq!(statement.params.len(), 8);
-        assert!(matches!(statement.params[2], ParameterValue::Date((2024, 7, 1))));
-        assert!(matches!(&statement.params[5], ParameterValue::Jsonb(v) if v == br#"{"region":"South'west"}"#));
-        assert!(matches!(&statement.params[6], ParameterValue::Jsonb(v) if v == br#"{"owner":"O'Brien"}"#));
+        assert!(statement.sql.contains("unnest($9::text[])"));
+        assert_eq!(statement.params.len(), 9);
+        assert!(matches!(statement.params[3], ParameterValue::Date((2024, 7, 1))));
+        assert!(matches!(&statement.params[6], ParameterValue::Jsonb(v) if v == br#"{"region":"South'west"}"#));
+        assert!(matches!(&statement.params[7], ParameterValue::Jsonb(v) if v == br#"{"owner":"O'Brien"}"#));
     }
 
     /// The statement's text outside parentheses: its columns are all subqueries, so it reads
@@ -272,7 +278,7 @@ mod tests {
             json!({"user_query": "x"}),
             json!({"user_query": "x", "structured_query": {"filters": {"region": "Nowhere"}, "aggregate": ["units"]}}),
         ] {
-            let sql = statement(&query(asked), &[1.0]).sql;
+            let sql = statement(&query(asked), "default", &[1.0]).sql;
             let outer = outermost(&sql);
             assert!(outer.contains("SELECT") && !outer.contains("FROM"), "{outer}");
         }
@@ -285,10 +291,13 @@ mod tests {
     }
 
     #[test]
-    fn totals_without_filters_cover_every_document() {
-        let statement =
-            statement(&query(json!({"user_query": "x", "structured_query": {"aggregate": ["units"]}})), &[1.0]);
-        assert!(statement.sql.contains("FROM documents WHERE true)"));
-        assert!(matches!(&statement.params[2], ParameterValue::ArrayStr(v) if v == &[Some("units".to_owned())]));
+    fn totals_without_filters_cover_every_document_of_the_tenant() {
+        let statement = statement(
+            &query(json!({"user_query": "x", "structured_query": {"aggregate": ["units"]}})),
+            "default",
+            &[1.0],
+        );
+        assert!(statement.sql.contains("FROM documents WHERE tenant_id = $3)"), "{}", statement.sql);
+        assert!(matches!(&statement.params[3], ParameterValue::ArrayStr(v) if v == &[Some("units".to_owned())]));
     }
 }

@@ -30,6 +30,9 @@ pub(super) struct IngestArgs {
     /// JSON Lines, one document a line: `{"id"?, "content", "metadata"?, "doc_date"?}`
     /// (`doc_date` as YYYY-MM-DD; without `id`, one is derived from the content).
     pub(crate) file: PathBuf,
+    /// The tenant the documents belong to: its keys' searches find them, no other's do.
+    #[arg(long, default_value = gatehouse_domain::keys::DEFAULT_TENANT)]
+    pub(crate) tenant: String,
     /// Documents embedded and written per database statement.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u16).range(1..=5000))]
     pub(crate) batch: u16,
@@ -97,7 +100,7 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
         eprintln!("applied migration {migration}");
     }
     let (client, driver) = gatehouse_pg_connect::connect(url).await.context("connecting to the database")?;
-    let store = DocumentStore::new(client).await?;
+    let store = DocumentStore::new(client, &args.tenant).await?;
 
     let started = Instant::now();
     let mut summary = Summary::default();

@@ -68,27 +68,34 @@ pub(super) async fn run(command: KeysCommand) -> Result<()> {
         KeysCommand::List(args) => &args.app,
         KeysCommand::Rotate(args) | KeysCommand::Revoke(args) => &args.app,
     };
+    on_database(app, async |client| match &command {
+        KeysCommand::Create(args) => create(client, &args.tenant, &args.scopes, &args.label, None).await,
+        KeysCommand::List(args) => list(client, args.tenant.as_deref()).await,
+        KeysCommand::Rotate(args) => rotate(client, &args.prefix).await,
+        KeysCommand::Revoke(args) => revoke(client, &args.prefix).await,
+    })
+    .await
+}
+
+/// Runs `work` on the application's database (DATABASE_URL, or the embedded one), migrated
+/// first, as `migrate` does: the keys and tenants commands' one way in.
+pub(super) async fn on_database(app: &AppArgs, work: impl AsyncFnOnce(&Client) -> Result<()>) -> Result<()> {
     let database = Database::open(&app.project_root()?, &app.state_dir()?).await?;
-    let outcome = on_database(&database.url, command).await;
+    let outcome = async {
+        for migration in migrate(&database.url, None).await? {
+            eprintln!("applied migration {migration}");
+        }
+        let (client, driver) =
+            gatehouse_pg_connect::connect(&database.url).await.context("connecting to the database")?;
+        let outcome = work(&client).await;
+        drop(client);
+        let _ = driver.await;
+        outcome
+    }
+    .await;
     let stopped = database.stop();
     outcome?;
     stopped
-}
-
-async fn on_database(url: &str, command: KeysCommand) -> Result<()> {
-    for migration in migrate(url, None).await? {
-        eprintln!("applied migration {migration}");
-    }
-    let (client, driver) = gatehouse_pg_connect::connect(url).await.context("connecting to the database")?;
-    let outcome = match command {
-        KeysCommand::Create(args) => create(&client, &args.tenant, &args.scopes, &args.label, None).await,
-        KeysCommand::List(args) => list(&client, args.tenant.as_deref()).await,
-        KeysCommand::Rotate(args) => rotate(&client, &args.prefix).await,
-        KeysCommand::Revoke(args) => revoke(&client, &args.prefix).await,
-    };
-    drop(client);
-    let _ = driver.await;
-    outcome
 }
 
 /// Makes a key, stores its hash, and prints it once (stdout: the key alone, for a script).

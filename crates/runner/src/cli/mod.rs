@@ -6,6 +6,7 @@ mod dev_gmail;
 mod ingest;
 mod keys;
 mod new;
+mod tenants;
 mod tools;
 mod up;
 
@@ -49,6 +50,9 @@ enum Command {
     /// API keys: create, list, rotate and revoke a tenant's scoped keys (docs/keys.md).
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Tenants: add them, list them, and set their limits (docs/keys.md).
+    #[command(subcommand)]
+    Tenants(tenants::TenantsCommand),
     /// Start something new from a template: `gatehouse new tool NAME --lang python|typescript|rust`.
     #[command(subcommand)]
     New(new::NewCommand),
@@ -128,6 +132,7 @@ impl Cli {
             Command::Tools(command) => tools::run(command).await,
             Command::New(command) => new::run(command),
             Command::Keys(command) => keys::run(command).await,
+            Command::Tenants(command) => tenants::run(command).await,
         }
     }
 }

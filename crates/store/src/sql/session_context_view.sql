@@ -1,5 +1,6 @@
 -- The agent's view of one session, in one round trip: $1 = session_id, $2 = how many open
--- calls to list, $3 = how many settled calls to list, $4 = the cap of each count.
+-- calls to list, $3 = how many settled calls to list, $4 = the cap of each count, $5 = the
+-- tenant whose session it is (another tenant's session of the same id is another session).
 --
 -- Every part reads a bounded number of rows through its own index, so the answer's size and
 -- time stay the same whether the session has ten calls or ten thousand:
@@ -13,7 +14,7 @@
 WITH open_calls AS (
     SELECT c.tool_call_id, c.created_at
       FROM tool_calls c
-     WHERE c.session_id = $1
+     WHERE c.session_id = $1 AND c.tenant_id = $5
        AND c.status IN ('PENDING', 'EXECUTING', 'PREPARED')
        -- Not past its deadline: tool_call_effective_status() of these is still open. Spelled
        -- out, the planner can tell how few rows it filters and walks the index newest first.
@@ -24,14 +25,14 @@ WITH open_calls AS (
 settled_calls AS (
     (SELECT c.tool_call_id, c.created_at
        FROM tool_calls c
-      WHERE c.session_id = $1
+      WHERE c.session_id = $1 AND c.tenant_id = $5
         AND c.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
       ORDER BY c.created_at DESC, c.tool_call_id DESC
       LIMIT $4)
     UNION ALL
     (SELECT c.tool_call_id, c.created_at
        FROM tool_calls c
-      WHERE c.session_id = $1
+      WHERE c.session_id = $1 AND c.tenant_id = $5
         AND c.status IN ('PENDING', 'PREPARED')
         AND c.expires_at <= now()
       ORDER BY c.created_at DESC, c.tool_call_id DESC

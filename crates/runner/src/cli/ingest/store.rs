@@ -11,26 +11,27 @@ use tokio_postgres::{Client, Statement};
 use super::line::Document;
 
 /// A missing embedding (`NULL`) means the content is unchanged: the row keeps the vector it
-/// has. Rows are compared on the content hash rather than the text, which is cheaper.
+/// has. Rows are compared on the content hash rather than the text, which is cheaper. $7 is
+/// the tenant the documents belong to; ids are the tenant's own.
 const UPSERT: &str = "
     WITH input AS (
         SELECT *
           FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::date[], $5::text[], $6::text[])
                AS t(id, content, metadata, doc_date, embedding, content_hash)
     )
-    INSERT INTO documents AS d (id, content, metadata, doc_date, embedding, content_hash)
-    SELECT i.id, i.content, i.metadata, i.doc_date,
-           coalesce(i.embedding::vector, (SELECT e.embedding FROM documents e WHERE e.id = i.id)),
+    INSERT INTO documents AS d (tenant_id, id, content, metadata, doc_date, embedding, content_hash)
+    SELECT $7, i.id, i.content, i.metadata, i.doc_date,
+           coalesce(i.embedding::vector, (SELECT e.embedding FROM documents e WHERE e.tenant_id = $7 AND e.id = i.id)),
            i.content_hash
       FROM input i
-    ON CONFLICT (id) DO UPDATE
+    ON CONFLICT (tenant_id, id) DO UPDATE
        SET content = EXCLUDED.content, metadata = EXCLUDED.metadata, doc_date = EXCLUDED.doc_date,
            embedding = EXCLUDED.embedding, content_hash = EXCLUDED.content_hash, updated_at = now()
      WHERE (d.content_hash, d.metadata, d.doc_date)
            IS DISTINCT FROM (EXCLUDED.content_hash, EXCLUDED.metadata, EXCLUDED.doc_date)
     RETURNING (xmax = 0) AS inserted";
 
-const EXISTING_HASHES: &str = "SELECT id, content_hash FROM documents WHERE id = ANY($1::text[])";
+const EXISTING_HASHES: &str = "SELECT id, content_hash FROM documents WHERE tenant_id = $2 AND id = ANY($1::text[])";
 
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Written {
@@ -41,21 +42,23 @@ pub(super) struct Written {
 
 pub(super) struct DocumentStore {
     client: Client,
+    tenant: String,
     upsert: Statement,
     existing_hashes: Statement,
 }
 
 impl DocumentStore {
-    pub(super) async fn new(client: Client) -> Result<DocumentStore> {
+    pub(super) async fn new(client: Client, tenant: &str) -> Result<DocumentStore> {
         let upsert = client.prepare(UPSERT).await.context("preparing the document upsert")?;
         let existing_hashes = client.prepare(EXISTING_HASHES).await.context("preparing the hash lookup")?;
-        Ok(DocumentStore { client, upsert, existing_hashes })
+        Ok(DocumentStore { client, tenant: tenant.to_owned(), upsert, existing_hashes })
     }
 
     /// The stored content hash of each of these ids that exists.
     pub(super) async fn existing_hashes(&self, documents: &[Document]) -> Result<HashMap<String, String>> {
         let ids: Vec<&str> = documents.iter().map(|d| d.id.as_str()).collect();
-        let rows = self.client.query(&self.existing_hashes, &[&ids]).await.context("reading stored hashes")?;
+        let rows =
+            self.client.query(&self.existing_hashes, &[&ids, &self.tenant]).await.context("reading stored hashes")?;
         Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
@@ -69,7 +72,7 @@ impl DocumentStore {
         let hashes: Vec<&str> = documents.iter().map(|d| d.content_hash.as_str()).collect();
         let rows = self
             .client
-            .query(&self.upsert, &[&ids, &contents, &metadata, &dates, &embeddings, &hashes])
+            .query(&self.upsert, &[&ids, &contents, &metadata, &dates, &embeddings, &hashes, &self.tenant])
             .await
             .context("writing documents")?;
         let inserted = rows.iter().filter(|row| row.get::<_, bool>(0)).count() as u64;

@@ -1,8 +1,8 @@
--- Every attempt to deliver a callback of one call, oldest first, or NULL when no call has this
--- id. $1 id, $2 the most attempts to answer (a call makes a handful: progress, checkpoint,
+-- Every attempt to deliver a callback of one call, oldest first, or NULL when the tenant $3 has
+-- no call with this id. $1 id, $2 the most attempts to answer (a call makes a handful: progress, checkpoint,
 -- completion, and their retries). The outer SELECT reads from nothing, so it is one row
 -- whatever matches (see rows.rs).
-SELECT CASE WHEN EXISTS (SELECT 1 FROM tool_calls c WHERE c.tool_call_id = $1::text) THEN jsonb_build_object(
+SELECT CASE WHEN EXISTS (SELECT 1 FROM tool_calls c WHERE c.tool_call_id = $1::text AND c.tenant_id = $3::text) THEN jsonb_build_object(
     'tool_call_id', $1::text,
     'callbacks', COALESCE((
         SELECT jsonb_agg(jsonb_build_object(

@@ -1,12 +1,14 @@
 -- One page of calls, newest first, by keyset: $1 session_id or NULL, $2 function_name or NULL,
 -- $3 status or NULL (the effective status, so a stale waiting call is listed as EXPIRED, as
 -- every route reports it), $4/$5 the cursor (created_at in microseconds since the epoch,
--- tool_call_id) of the last row already seen or NULL, $6 the page size.
+-- tool_call_id) of the last row already seen or NULL, $6 the page size, $7 the tenant whose calls
+-- they are.
 -- One row more than a page is read, to know whether another page follows.
 WITH page AS (
     SELECT c.created_at, c.tool_call_id, tool_call_summary_json(c) AS call
       FROM tool_calls c
-     WHERE ($1::text IS NULL OR c.session_id = $1::text)
+     WHERE c.tenant_id = $7::text
+       AND ($1::text IS NULL OR c.session_id = $1::text)
        AND ($2::text IS NULL OR c.function_name = $2::text)
        AND ($3::text IS NULL OR tool_call_effective_status(c.status, c.expires_at) = $3::text)
        AND ($4::int8 IS NULL

@@ -1,11 +1,12 @@
 -- One page of a tool's executions, newest first, by keyset: $1 tool, $2 outcome or NULL,
 -- $3 RFC 3339 lower bound on started_at or NULL, $4/$5 the cursor (started_at in microseconds
--- since the epoch, execution id) of the last row already seen or NULL, $6 the page size.
+-- since the epoch, execution id) of the last row already seen or NULL, $6 the page size, $7 the
+-- tenant whose executions they are.
 -- One row more than a page is read, to know whether another page follows. The answer names
 -- the tool, as the route's answer does.
 WITH page AS (
     SELECT * FROM tool_executions e
-     WHERE e.tool = $1
+     WHERE e.tenant_id = $7 AND e.tool = $1
        AND ($2::text IS NULL OR e.outcome = $2::text)
        AND ($3::text IS NULL OR e.started_at >= $3::text::timestamptz)
        AND ($4::int8 IS NULL

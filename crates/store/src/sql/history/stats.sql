@@ -1,12 +1,12 @@
 -- A tool's executions over the last $2 seconds: how many, how they ended, how long they took
 -- (overall and per operation), when they ran (the window cut into 24 equal buckets, oldest
--- first, for a chart), and its last error. $1 tool, $3 the window as the client wrote it
+-- first, for a chart), and its last error, all of the tenant $4's executions. $1 tool, $3 the window as the client wrote it
 -- (the answer names both, as the route's answer does).
 -- The success rate counts the executions that ran to an outcome of their own: a rejected
 -- input or a cancel says nothing about whether the tool works.
 WITH w AS (
     SELECT * FROM tool_executions
-     WHERE tool = $1 AND started_at >= now() - make_interval(secs => $2::float8)
+     WHERE tenant_id = $4 AND tool = $1 AND started_at >= now() - make_interval(secs => $2::float8)
 )
 SELECT jsonb_build_object(
     'tool', $1::text,
@@ -50,6 +50,6 @@ SELECT jsonb_build_object(
         SELECT jsonb_build_object('error', e.error, 'at', rfc3339_utc(e.started_at), 'operation', e.operation,
                                   'outcome', e.outcome, 'tool_call_id', e.tool_call_id)
           FROM tool_executions e
-         WHERE e.tool = $1 AND e.outcome IN ('failed', 'crashed')
+         WHERE e.tenant_id = $4 AND e.tool = $1 AND e.outcome IN ('failed', 'crashed')
          ORDER BY e.started_at DESC, e.execution_id DESC LIMIT 1))
   FROM w
