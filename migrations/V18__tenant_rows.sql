@@ -4,8 +4,7 @@
 --
 -- On a populated database: ADD COLUMN with a constant DEFAULT changes only the catalogue (no
 -- table rewrite, PostgreSQL 11 and later). The new indexes are built under this migration's
--- lock on each table, so the API's writes wait for them; a database with millions of calls
--- should be migrated in a maintenance window, or have the indexes built beforehand with
+-- lock on each table, so the API's writes wait for them, unless they were built beforehand with
 -- CREATE INDEX CONCURRENTLY under the same names (docs/deploying.md, "Upgrading").
 --
 -- The tenant columns carry no foreign key: a row's tenant comes from a key, and a key's tenant
@@ -17,29 +16,30 @@ ALTER TABLE tenants
     ADD COLUMN max_pending_calls   integer CHECK (max_pending_calls > 0),
     ADD COLUMN creates_per_second  integer CHECK (creates_per_second > 0);
 
-ALTER TABLE tool_calls        ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
-ALTER TABLE tool_executions   ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
-ALTER TABLE callback_attempts ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
-ALTER TABLE session_context   ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
-ALTER TABLE documents         ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
+ALTER TABLE tool_calls        ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
+ALTER TABLE tool_executions   ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
+ALTER TABLE callback_attempts ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
+ALTER TABLE session_context   ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
+ALTER TABLE documents         ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
 
 -- Two tenants may use the same session id and the same Idempotency-Key: the key's first call is
--- looked up within the tenant.
-DROP INDEX tool_calls_idempotency_key_idx;
-CREATE UNIQUE INDEX tool_calls_idempotency_key_idx ON tool_calls (tenant_id, session_id, idempotency_key)
-    WHERE idempotency_key IS NOT NULL;
+-- looked up within the tenant. Each index is created only if missing, so that on a large database
+-- they can be built beforehand with CREATE INDEX CONCURRENTLY (docs/deploying.md, "Upgrading").
+CREATE UNIQUE INDEX IF NOT EXISTS tool_calls_tenant_idempotency_key_idx
+    ON tool_calls (tenant_id, session_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+DROP INDEX IF EXISTS tool_calls_idempotency_key_idx;
 -- A tenant's call list, newest first, and its creates in the last second (the rate limit).
-CREATE INDEX tool_calls_tenant_created_idx ON tool_calls (tenant_id, created_at DESC, tool_call_id DESC);
+CREATE INDEX IF NOT EXISTS tool_calls_tenant_created_idx ON tool_calls (tenant_id, created_at DESC, tool_call_id DESC);
 -- A tenant's waiting PENDING calls, counted against its limit.
-CREATE INDEX tool_calls_tenant_pending_idx ON tool_calls (tenant_id, expires_at) WHERE status = 'PENDING';
+CREATE INDEX IF NOT EXISTS tool_calls_tenant_pending_idx ON tool_calls (tenant_id, expires_at) WHERE status = 'PENDING';
 
 -- A tool's history and stats are read per tenant.
-DROP INDEX tool_executions_tool_started_idx;
-CREATE INDEX tool_executions_tool_started_idx
+CREATE INDEX IF NOT EXISTS tool_executions_tenant_tool_started_idx
     ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC);
-DROP INDEX tool_executions_errors_idx;
-CREATE INDEX tool_executions_errors_idx ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC)
-    WHERE outcome IN ('failed', 'crashed');
+DROP INDEX IF EXISTS tool_executions_tool_started_idx;
+CREATE INDEX IF NOT EXISTS tool_executions_tenant_errors_idx
+    ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC) WHERE outcome IN ('failed', 'crashed');
+DROP INDEX IF EXISTS tool_executions_errors_idx;
 
 -- A session's context is the tenant's session's.
 ALTER TABLE session_context DROP CONSTRAINT session_context_pkey,

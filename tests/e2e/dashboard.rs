@@ -246,7 +246,10 @@ async fn the_dashboard_in_a_real_browser() -> Result<()> {
     let profile = std::env::temp_dir().join(unique("dashboard-profile"));
     std::fs::create_dir_all(&profile)?;
     let browser = driver.browser(&profile).await?;
-    let outcome = drive(&browser, &app, &relay, &db, &session, &calls).await;
+    let mut outcome = drive(&browser, &app, &relay, &db, &session, &calls).await;
+    if outcome.is_ok() {
+        outcome = read_only(&browser, &app, &scratch.url, &calls).await;
+    }
     let _ = browser.close().await;
     drop(driver);
     let _ = std::fs::remove_dir_all(&profile);
@@ -433,6 +436,50 @@ async fn drive(
     let after =
         script(browser, "return [sessionStorage.length, document.querySelectorAll('tr[data-call]').length];").await?;
     ensure!(after == json!([0, 0]), "after signing out: {after}");
+    Ok(())
+}
+
+/// Signed in with a read-only key of another tenant: only that tenant's call is listed, the page
+/// says who is signed in, the cancel button is disabled (and the route would refuse it), and the
+/// timeline names the key that made each change.
+async fn read_only(browser: &Client, app: &App, database_url: &str, calls: &Calls) -> Result<()> {
+    let tenant = unique("dash-tenant").replace('_', "-");
+    crate::keys::admin_cli_on(database_url, "tenants", &["create", &tenant])?;
+    let key_of = |scope: &str| -> Result<String> {
+        let (stdout, _) = crate::keys::admin_cli_on(
+            database_url,
+            "keys",
+            &["create", "--tenant", &tenant, "--scope", scope, "--scope", "tools:read"],
+        )?;
+        Ok(stdout.trim().to_owned())
+    };
+    let (writer, viewer) = (key_of("calls:write")?, key_of("calls:read")?);
+    let body = json!({"session_id": unique("dash-tenant"), "function_name": TOOL, "parameters": {"to": "t@t.example"}});
+    let created = app.send_as(&writer, Method::POST, "/voice-tools/pending", Some(body), &[]).await?;
+    ensure!(created.status == 201, "{}", created.body);
+    let theirs = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
+
+    let page = app.runner.url("/dashboard/");
+    browser.goto(&page).await?;
+    browser.wait().at_most(SHOW).for_element(Locator::Css("#token")).await?;
+    browser.find(Locator::Css("#token")).await?.send_keys(&viewer).await?;
+    browser.find(Locator::Css("#sign-in-form button")).await?.click().await?;
+    let who = wait_for_text(browser, "#whoami", "read-only").await?;
+    ensure!(who.contains(&tenant) && who.contains(&viewer[..12]) && !who.contains(&viewer[13..]), "{who}");
+    wait_for_text(browser, &format!("tr[data-call='{theirs}']"), "PENDING").await?;
+    let rows = browser.find_all(Locator::Css("tr[data-call]")).await?.len();
+    ensure!(rows == 1, "{rows} calls listed for a tenant with one");
+    ensure!(browser.find_all(Locator::Css(&format!("tr[data-call='{}']", calls.corrected))).await?.is_empty());
+
+    browser.goto(&format!("{page}#/call/{theirs}")).await?;
+    wait_for_text(browser, "#timeline", &format!("with {}", &writer[..12])).await?;
+    let disabled =
+        script(browser, "const b = document.getElementById('cancel-call'); return b ? b.disabled : null;").await?;
+    ensure!(disabled == json!(true), "the cancel button of a read-only key: {disabled}");
+    screenshot(browser, "read-only").await?;
+    let refused = app.send_as(&viewer, Method::DELETE, &format!("/voice-tools/cancel/{theirs}"), None, &[]).await?;
+    ensure!(refused.status == 403 && refused.body["required_scope"] == "calls:write", "{}", refused.body);
+    browser.find(Locator::Css("#sign-out")).await?.click().await?;
     Ok(())
 }
 

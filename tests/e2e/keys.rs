@@ -18,7 +18,12 @@ fn keys(args: &[&str]) -> Result<(String, String)> {
 /// `gatehouse COMMAND ARGS` (`keys`, `tenants`) against the test database; its stdout and
 /// stderr, failing the test if it fails.
 pub(crate) fn admin_cli(command: &str, args: &[&str]) -> Result<(String, String)> {
-    let output = Command::new(gatehouse_bin()).arg(command).args(args).env("DATABASE_URL", database_url()).output()?;
+    admin_cli_on(&database_url(), command, args)
+}
+
+/// `gatehouse COMMAND ARGS` against the database at `url`.
+pub(crate) fn admin_cli_on(url: &str, command: &str, args: &[&str]) -> Result<(String, String)> {
+    let output = Command::new(gatehouse_bin()).arg(command).args(args).env("DATABASE_URL", url).output()?;
     let (stdout, stderr) = (String::from_utf8(output.stdout)?, String::from_utf8(output.stderr)?);
     ensure!(output.status.success(), "gatehouse {command} {args:?} failed: {stderr}");
     Ok((stdout, stderr))

@@ -25,6 +25,7 @@ mod mcp;
 mod openapi;
 mod pinned_hosts;
 mod properties;
+mod rotation;
 mod runner_fidelity;
 mod scale_out;
 mod strict_input;

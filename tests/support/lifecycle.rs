@@ -244,8 +244,23 @@ pub enum ProgressReply {
 pub struct Received {
     pub kind: String,
     pub body: Value,
+    /// Whether the signature verifies with the tests' callback secret.
     pub signature_valid: bool,
+    /// The `X-Gatehouse-Signature` header and the body's bytes as they came, to verify with
+    /// another secret.
+    pub signature: Option<String>,
+    pub raw_body: Vec<u8>,
     pub traceparent: Option<String>,
+}
+
+impl Received {
+    /// Whether the signature verifies with `secret`, as a relay holding it would check.
+    pub fn verifies_with(&self, secret: &str) -> bool {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        self.signature.as_deref().is_some_and(|signature| {
+            gatehouse_domain::callback::verify(secret.as_bytes(), signature, &self.raw_body, now, 300)
+        })
+    }
 }
 
 /// A relay: an HTTP server that records the callbacks it receives and checks their signatures.
@@ -349,7 +364,14 @@ async fn receive(
         json!({"continue": true})
     };
     if let Ok(mut received) = sink.lock() {
-        received.push(Received { kind, body: payload, signature_valid, traceparent });
+        received.push(Received {
+            kind,
+            body: payload,
+            signature_valid,
+            signature,
+            raw_body: body.to_vec(),
+            traceparent,
+        });
     }
     let fail = failures
         .lock()

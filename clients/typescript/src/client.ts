@@ -13,6 +13,7 @@ import type {
   CallPage,
   CallQuery,
   CallbackAttempts,
+  KeyGrant,
   ExecutionPage,
   ExecutionQuery,
   Health,
@@ -270,6 +271,11 @@ export class Gatehouse {
     ).body;
   }
 
+  /** `GET /voice-tools/key`: who this client's key is (its tenant, prefix and scopes). */
+  async getKey(options?: RequestOptions): Promise<KeyGrant> {
+    return (await this.send<KeyGrant>({ method: "GET", path: "/voice-tools/key", retry: "idempotent", options })).body;
+  }
+
   /** `GET /voice-tools/tools/{name}/stats`. */
   async toolStats(name: string, query: { window?: string } = {}, options?: RequestOptions): Promise<ToolStats> {
     return (await this.send<ToolStats>({ method: "GET", path: `/voice-tools/tools/${enc(name)}/stats`, query: { ...query }, retry: "idempotent", options })).body;
@@ -430,6 +436,7 @@ export const OPERATIONS = {
   toolStats: { method: "GET", path: "/voice-tools/tools/{name}/stats" },
   listToolCalls: { method: "GET", path: "/voice-tools/calls" },
   listCallbackAttempts: { method: "GET", path: "/voice-tools/calls/{id}/callbacks" },
+  getKey: { method: "GET", path: "/voice-tools/key" },
   queryVectorDb: { method: "POST", path: "/query-vector-db" },
   executeGmail: { method: "POST", path: "/execute-gmail" },
   mcp: { method: "POST", path: "/mcp" },

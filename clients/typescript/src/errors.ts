@@ -79,6 +79,12 @@ export class CallbackUrlConflictError extends GatehouseError {}
  */
 export class TooManyOpenCallsError extends GatehouseError {}
 /**
+ * 429 `rate_limited`: the tenant created as many calls in the last second as it may, so no call
+ * was recorded. `retryAfter` (1) says when to try again; the client does not retry it itself, so
+ * that a relay decides whether the moment has passed.
+ */
+export class RateLimitedError extends GatehouseError {}
+/**
  * 408 `request_timeout`: the request's body did not arrive within the runner's
  * `--body-read-timeout` (30 s by default). The runner answers it before any component runs, so
  * nothing was done. The client sends the request again itself only where that is safe whatever
@@ -111,6 +117,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   callback_url_conflict: CallbackUrlConflictError,
   too_many_open_calls: TooManyOpenCallsError,
   request_timeout: RequestTimeoutError,
+  rate_limited: RateLimitedError,
 };
 
 /**

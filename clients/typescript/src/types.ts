@@ -29,6 +29,7 @@ export const ERROR_CODES = [
   "callback_url_conflict",
   "too_many_open_calls",
   "request_timeout",
+  "rate_limited",
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -123,11 +124,21 @@ export interface CancelResponse {
   message: string;
 }
 
+/** Who a key is (`GET /voice-tools/key`; docs/keys.md). */
+export interface KeyGrant {
+  tenant: string;
+  /** The key's prefix (`ghk_` and eight hex digits); `null` for the `api_token` variable. */
+  key: string | null;
+  scopes: Array<"calls:write" | "calls:read" | "tools:read" | "admin">;
+}
+
 export interface StatusChange {
   status: Status | "MODIFIED";
   timestamp: string;
   reason?: string;
   actor?: "relay" | "confirm" | "resume" | "executor" | "sweeper";
+  /** The key that made the change: its prefix, or `api_token`; absent for Gatehouse's own. */
+  key?: string;
 }
 export interface ParameterChange {
   field: string;
@@ -197,6 +208,8 @@ export interface CallSummary {
 export interface ToolCall {
   tool_call_id: ToolCallId;
   session_id: string;
+  /** The tenant the call belongs to (docs/keys.md). */
+  tenant: string;
   connection_id: string | null;
   intent_id: string | null;
   function_name: string;

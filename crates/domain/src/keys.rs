@@ -59,6 +59,10 @@ pub struct Grant {
     /// The key's prefix, its public name; `None` for the `api_token` variable.
     pub key: Option<String>,
     pub scopes: Vec<Scope>,
+    /// Whether the tenant has limits, so that a create checks them before asking the tool
+    /// (docs/keys.md, "Limits"). Read with the key; not part of who the key is.
+    #[serde(default, skip_serializing)]
+    pub limited: bool,
 }
 
 /// The tenant `api_token` belongs to, which the migration creates.
@@ -69,7 +73,7 @@ pub const API_TOKEN_NAME: &str = "api_token";
 impl Grant {
     /// The `api_token` variable: the first tenant's admin.
     pub fn api_token() -> Grant {
-        Grant { tenant: DEFAULT_TENANT.to_owned(), key: None, scopes: vec![Scope::Admin] }
+        Grant { tenant: DEFAULT_TENANT.to_owned(), key: None, scopes: vec![Scope::Admin], limited: false }
     }
 
     /// How the status history names the key that made a change: its prefix, or `api_token`.
@@ -143,7 +147,12 @@ mod tests {
 
     #[test]
     fn scopes_cover_what_they_say() {
-        let relay = Grant { tenant: "t".into(), key: Some("ghk_00000000".into()), scopes: vec![Scope::CallsWrite] };
+        let relay = Grant {
+            tenant: "t".into(),
+            key: Some("ghk_00000000".into()),
+            scopes: vec![Scope::CallsWrite],
+            limited: false,
+        };
         assert!(relay.allows(Scope::CallsWrite) && relay.allows(Scope::CallsRead));
         assert!(!relay.allows(Scope::ToolsRead) && !relay.allows(Scope::Admin));
         let viewer = Grant { scopes: vec![Scope::CallsRead, Scope::ToolsRead], ..relay };

@@ -73,6 +73,7 @@ pub async fn create(
             .with_field("function_name", format!("must be one of: {}", registry.names().join(", ")))
     })?;
     let callback_url = config.checked_callback_url(request.callback_url.as_deref())?;
+    refuse_past_limits(ctx)?;
 
     let validated = config
         .tool(&entry.name, &entry.component)?
@@ -152,6 +153,20 @@ pub(crate) fn limited(limit: Limit, session_cap: i64) -> ApiError {
             "Too many requests are being made right now. Please try again in a moment.",
         )
         .with_retry_after(1),
+    }
+}
+
+/// A tenant with limits is refused before the tool is asked to validate, when it is past them
+/// already: the create's insert checks again, but a tenant hammering creates then costs one
+/// statement a request, not a tool's `validate` too.
+pub(crate) fn refuse_past_limits(ctx: &Ctx) -> Result<(), ApiError> {
+    let grant = ctx.grant()?;
+    if !grant.limited {
+        return Ok(());
+    }
+    match gatehouse_store::tenant_limit(&*ctx.db()?, &grant.tenant)? {
+        Some(limit) => Err(limited(limit, ctx.config().max_pending_per_session()?)),
+        None => Ok(()),
     }
 }
 

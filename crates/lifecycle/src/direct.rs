@@ -85,6 +85,7 @@ impl DirectFlow {
         gatehouse_domain::limits::check_parameters_size(&parameters)?;
         let identity = gatehouse_tool::identity(tool, component);
         let trace_id = gatehouse_platform::trace_id();
+        crate::create::refuse_past_limits(ctx)?;
         let session = SessionOf { tenant: &ctx.grant()?.tenant, session_id: &session_id };
         let validated = validate(tool, &identity, session, parameters, &trace_id)?;
         let (call, lease_owner) = record(ctx, &identity, envelope, &session_id, &validated, &trace_id)?;

@@ -36,7 +36,7 @@ pub use health::ping;
 pub use history::{
     ExecutionCursor, ExecutionFilter, ToolExecution, record_tool_execution, tool_executions, tool_stats,
 };
-pub use keys::key_grant;
+pub use keys::{key_grant, tenant_limit};
 pub use records::{
     CallbackAttempt, purge_expired_session_context, record_callback_attempt, session_context_get, session_context_put,
 };

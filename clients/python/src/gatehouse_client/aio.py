@@ -19,6 +19,7 @@ from .types import (
     ExecuteGmailAnswer,
     ExecuteGmailRequest,
     CallbackAttempts,
+    KeyGrant,
     CallPage,
     ExecutionPage,
     Health,
@@ -171,6 +172,11 @@ class AsyncGatehouse:
         """``GET /voice-tools/calls/{id}/callbacks``: every attempt to deliver the call's callbacks."""
         call = Call("GET", f"/voice-tools/calls/{quote(id)}/callbacks", IDEMPOTENT, traceparent=traceparent)
         return cast(CallbackAttempts, (await self._send(call)).body)
+
+    async def get_key(self, *, traceparent: Optional[str] = None) -> KeyGrant:
+        """``GET /voice-tools/key``: who this client's key is (its tenant, prefix and scopes)."""
+        call = Call("GET", "/voice-tools/key", IDEMPOTENT, traceparent=traceparent)
+        return cast(KeyGrant, (await self._send(call)).body)
 
     async def tool_stats(self, name: str, *, window: Optional[str] = None, traceparent: Optional[str] = None) -> ToolStats:
         """``GET /voice-tools/tools/{name}/stats``."""

@@ -19,6 +19,7 @@ from .types import (
     ExecuteGmailAnswer,
     ExecuteGmailRequest,
     CallbackAttempts,
+    KeyGrant,
     CallPage,
     ExecutionPage,
     Health,
@@ -171,6 +172,11 @@ class Gatehouse:
         """``GET /voice-tools/calls/{id}/callbacks``: every attempt to deliver the call's callbacks."""
         call = Call("GET", f"/voice-tools/calls/{quote(id)}/callbacks", IDEMPOTENT, traceparent=traceparent)
         return cast(CallbackAttempts, self._send(call).body)
+
+    def get_key(self, *, traceparent: Optional[str] = None) -> KeyGrant:
+        """``GET /voice-tools/key``: who this client's key is (its tenant, prefix and scopes)."""
+        call = Call("GET", "/voice-tools/key", IDEMPOTENT, traceparent=traceparent)
+        return cast(KeyGrant, (self._send(call)).body)
 
     def tool_stats(self, name: str, *, window: Optional[str] = None, traceparent: Optional[str] = None) -> ToolStats:
         """``GET /voice-tools/tools/{name}/stats``."""

@@ -72,6 +72,10 @@ class TooManyOpenCallsError(GatehouseError):
     """429 ``too_many_open_calls``: the session already holds ``max_pending_calls_per_session``
     (default 50) waiting PENDING calls, so no call was recorded. Never retried and no
     ``Retry-After``: waiting alone does not help. Confirm or cancel some of the session's calls first."""
+class RateLimitedError(GatehouseError):
+    """429 ``rate_limited``: the tenant created as many calls in the last second as it may, so no
+    call was recorded. ``retry_after`` (1) says when to try again; the client does not retry it
+    itself, so that a relay decides whether the moment has passed."""
 class RequestTimeoutError(GatehouseError):
     """408 ``request_timeout``: the request's body did not arrive within the runner's
     ``--body-read-timeout`` (30 s by default). The runner answers it before any component runs, so
@@ -101,6 +105,7 @@ ERROR_CLASSES: Dict[str, Type[GatehouseError]] = {
     "callback_url_conflict": CallbackUrlConflictError,
     "too_many_open_calls": TooManyOpenCallsError,
     "request_timeout": RequestTimeoutError,
+    "rate_limited": RateLimitedError,
 }
 
 ERROR_CODES = tuple(ERROR_CLASSES)

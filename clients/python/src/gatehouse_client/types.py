@@ -154,6 +154,7 @@ class ToolCall(TypedDict):
 
     tool_call_id: str
     session_id: str
+    tenant: str
     connection_id: Optional[str]
     intent_id: Optional[str]
     function_name: str
@@ -286,6 +287,15 @@ class CallbackAttempt(TypedDict):
     error: Optional[str]
     duration_ms: float
     at: str
+
+
+class KeyGrant(TypedDict):
+    """Who a key is (``GET /voice-tools/key``; docs/keys.md): its tenant, its prefix (``None``
+    for the ``api_token`` variable) and its scopes."""
+
+    tenant: str
+    key: Optional[str]
+    scopes: List[str]
 
 
 class CallbackAttempts(TypedDict):
