@@ -390,6 +390,8 @@ async fn asynchronous_commit_leaves_nothing_on_the_connection() -> Result<()> {
             &"ok",
             &None::<String>,
             &None::<String>,
+            // the tenant: none given, and no call, so the first tenant's
+            &None::<String>,
         ],
     )
     .await?;

@@ -399,7 +399,7 @@ fn check_received(api: &Checker, relay: &Relay, expected: &[&str]) -> Result<()>
 
 /// The operations each group answers with a success, and the callback kinds its relay receives.
 const HEALTH_OPERATIONS: &[(&str, &str)] =
-    &[("/health", "get"), ("/voice-tools/tools", "get"), ("/voice-tools/sweep", "post")];
+    &[("/health", "get"), ("/voice-tools/tools", "get"), ("/voice-tools/sweep", "post"), ("/voice-tools/key", "get")];
 const LIFECYCLE_OPERATIONS: &[(&str, &str)] = &[
     ("/voice-tools/pending", "post"),
     ("/voice-tools/modify/{id}", "patch"),
@@ -459,6 +459,11 @@ async fn health_the_registry_the_sweeper_and_the_fallback_match_the_description(
     api.call(app, Method::POST, "/voice-tools/sweep", Some(json!({})), &[]).await?.expect(200)?;
     api.get(app, "/voice-tools/sweep").await?.expect(405)?;
     api.send(api.http.post(app.runner.url("/voice-tools/sweep"))).await?.expect(401)?;
+    // Who the key is: the token is the first tenant's admin.
+    let key = api.get(app, "/voice-tools/key").await?.expect(200)?;
+    ensure!(key.text.contains("\"tenant\":\"default\""), "{}", key.text);
+    api.call(app, Method::POST, "/voice-tools/key", None, &[]).await?.expect(405)?;
+    api.send(api.http.get(app.runner.url("/voice-tools/key"))).await?.expect(401)?;
 
     // Paths no route serves: the fallback's JSON 404, with or without a token, any method.
     for path in ["/nope", "/voice-tools/status/", "/voice-tools/tools/send_email/history", "/mcp/extra"] {

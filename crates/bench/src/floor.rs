@@ -107,6 +107,7 @@ fn context_sql(session: &str) -> String {
         .replace("$2", &PENDING_LIMIT.to_string())
         .replace("$3", &RECENT_LIMIT.to_string())
         .replace("$4", &COUNT_CAP.to_string())
+        .replace("$5", &format!("'{}'", gatehouse_domain::keys::DEFAULT_TENANT))
 }
 
 /// The URL with its password taken out, and the password, decoded.

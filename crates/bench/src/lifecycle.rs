@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use gatehouse_domain::keys::{API_TOKEN_NAME, DEFAULT_TENANT};
 use serde_json::{Value, json};
 
 use crate::load::{Outcome, WARMUP, Work};
@@ -474,20 +475,50 @@ impl Lifecycle {
                     "NULL".into(),
                     literal(&"0".repeat(32)),
                     FLOOR_PENDING_CAP.into(),
+                    // the tenant and the key, as a request with `api_token` binds them
+                    literal(DEFAULT_TENANT),
+                    literal(API_TOKEN_NAME),
                 ],
             ),
             Statement::Modify => (
                 MODIFY_SQL,
-                vec![call, literal(&params), literal(&other), literal(OTHER_SUMMARY), "NULL".into(), literal(&changes)],
+                vec![
+                    call,
+                    literal(&params),
+                    literal(&other),
+                    literal(OTHER_SUMMARY),
+                    "NULL".into(),
+                    literal(&changes),
+                    literal(DEFAULT_TENANT),
+                    literal(API_TOKEN_NAME),
+                ],
             ),
             Statement::Cancel => (
                 CANCEL_SQL,
-                vec![call, "NULL".into(), literal("relay"), literal("Okay, I've cancelled that. Nothing was done.")],
+                vec![
+                    call,
+                    "NULL".into(),
+                    literal("relay"),
+                    literal("Okay, I've cancelled that. Nothing was done."),
+                    literal(DEFAULT_TENANT),
+                    literal(API_TOKEN_NAME),
+                ],
             ),
-            Statement::Confirm => (CONFIRM_SQL, vec![call, literal(&"0".repeat(32)), "60".into(), "NULL".into()]),
+            Statement::Confirm => (
+                CONFIRM_SQL,
+                vec![
+                    call,
+                    literal(&"0".repeat(32)),
+                    "60".into(),
+                    "NULL".into(),
+                    literal(DEFAULT_TENANT),
+                    literal(API_TOKEN_NAME),
+                ],
+            ),
             Statement::Get => {
                 let (_, ids) = self.precreate(FLOOR_SESSION, 1).await?;
-                return Ok(FloorScript { text: one_line(&bind(GET_SQL, &[literal(&ids[0])])), last_rows: Vec::new() });
+                let args = [literal(&ids[0]), literal(DEFAULT_TENANT)];
+                return Ok(FloorScript { text: one_line(&bind(GET_SQL, &args)), last_rows: Vec::new() });
             }
             Statement::Health | Statement::Context | Statement::ContextLarge => bail!("not a lifecycle statement"),
         };
