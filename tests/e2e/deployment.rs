@@ -32,7 +32,7 @@ async fn service_request(
 }
 
 /// A call waiting at its checkpoint, with its draft made: what a forged `execute` would send.
-async fn call_at_checkpoint(app: &App, relay: &Relay) -> Result<String> {
+pub(crate) async fn call_at_checkpoint(app: &App, relay: &Relay) -> Result<String> {
     let body = json!({"session_id": unique("deploy"), "function_name": "send_email", "callback_url": relay.url,
         "parameters": {"to": "john.smith@gmail.com", "subject": "Meeting Tomorrow", "body": "At 10."}});
     let created = app.send(Method::POST, "/voice-tools/pending", Some(body)).await?;

@@ -108,13 +108,8 @@ async fn two_hosts(edge_secrets: &[&str], tools_secrets: &[&str]) -> Result<()> 
     )?;
     let app = App { runner: edge, http: reqwest::Client::new(), database_url: database_url() };
     let relay = Relay::start().await?;
-    let body = json!({"session_id": unique("rotation"), "function_name": "send_email", "callback_url": relay.url,
-        "parameters": {"to": "john.smith@gmail.com", "subject": "Meeting Tomorrow", "body": "At 10."}});
-    let created = app.send(Method::POST, "/voice-tools/pending", Some(body)).await?;
-    ensure!(created.status == 201, "the tools host validated it: {} {}", created.status, created.body);
-    let id = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
-    ensure!(app.confirm(&id).await?.status == 202);
-    relay.wait_for(&id, "checkpoint", SETTLE).await?;
+    // The edge asks the tools host to validate, prepare and send it, each request signed.
+    let id = crate::deployment::call_at_checkpoint(&app, &relay).await?;
     ensure!(app.resume(&id, "proceed").await?.status == 202);
     let completion = relay.wait_for(&id, "completion", SETTLE).await?;
     ensure!(completion.body["status"] == "COMPLETED", "{}", completion.body);

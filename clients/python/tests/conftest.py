@@ -32,6 +32,9 @@ OPENAPI = _required("GATEHOUSE_OPENAPI")
 CHECKPOINT_TTL = float(os.environ.get("GATEHOUSE_CHECKPOINT_TTL", "0"))
 # The same application with no reachable database: its own 503 database_unavailable answers.
 DEGRADED_URL = _required("GATEHOUSE_DEGRADED_URL")
+# A key of a tenant allowed one create a second (``rate_limited``), and its tenant.
+LIMITED_KEY = _required("GATEHOUSE_LIMITED_KEY")
+LIMITED_TENANT = _required("GATEHOUSE_LIMITED_TENANT")
 # The runner's --body-read-timeout, in seconds (0: unknown).
 BODY_READ_TIMEOUT = float(os.environ.get("GATEHOUSE_BODY_READ_TIMEOUT", "0"))
 

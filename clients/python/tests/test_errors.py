@@ -9,14 +9,17 @@ import time
 import pytest
 
 from gatehouse_client import (
-    ERROR_CLASSES, CallbackNotAllowedError, CallbackUrlConflictError, DatabaseUnavailableError, RequestTimeoutError,
+    ERROR_CLASSES, CallbackNotAllowedError, CallbackUrlConflictError, DatabaseUnavailableError, RateLimitedError, RequestTimeoutError,
     TooManyOpenCallsError, ExpiredError, ForbiddenError, GatehouseError,
     IdempotencyKeyReusedError, InternalError, InvalidInputError, InvalidStateError, MethodNotAllowedError, NotFoundError,
     PayloadTooLargeError, SideEffectStartedError, ToolUnavailableError, DeadlineExceededError, UnauthorizedError, UnknownFunctionError,
     UnsupportedMediaTypeError, ValidationFailedError, is_tool_call,
 )
 
-from conftest import BODY_READ_TIMEOUT, CHECKPOINT_TTL, DEGRADED_URL, SEED_EMAIL, Proxy, Receiver, client, raw_answer, session
+from conftest import (
+    BODY_READ_TIMEOUT, CHECKPOINT_TTL, DEGRADED_URL, LIMITED_KEY, LIMITED_TENANT, SEED_EMAIL, Proxy, Receiver, client, raw_answer,
+    session,
+)
 
 COVERED = set()
 gh = client()
@@ -90,6 +93,21 @@ def test_a_confirm_cannot_send_a_calls_reports_elsewhere_409_callback_url_confli
         assert r.next("completion", id).body["status"] == "CANCELLED"
     finally:
         r.close()
+
+
+def test_a_tenant_allowed_one_create_a_second_is_429_rate_limited_with_retry_after_and_its_key_says_who_it_is():
+    limited = client(token=LIMITED_KEY)
+    assert limited.get_key() == {"tenant": LIMITED_TENANT, "key": LIMITED_KEY[:12], "scopes": ["calls:write", "tools:read"]}
+    request = {"session_id": session("limited"), "function_name": "send_email", "parameters": SEED_EMAIL}
+
+    def burst():
+        for _ in range(5):
+            limited.create_tool_call(request)
+
+    e = expect(RateLimitedError, "rate_limited", 429, burst)
+    assert e.retry_after == 1
+    time.sleep(1.1)
+    assert limited.create_tool_call(request)["status"] == "PENDING", "a second later it may create again"
 
 
 def test_a_session_holds_50_waiting_calls_then_429_too_many_open_calls_until_one_is_settled():

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import {
   CallbackNotAllowedError, CallbackUrlConflictError, DatabaseUnavailableError, ERROR_CLASSES, ExpiredError, ForbiddenError, GatehouseError,
   IdempotencyKeyReusedError, InternalError, InvalidInputError, InvalidStateError, MethodNotAllowedError, NotFoundError,
-  PayloadTooLargeError, RequestTimeoutError, SideEffectStartedError, TooManyOpenCallsError, ToolUnavailableError, DeadlineExceededError, UnauthorizedError, UnknownFunctionError,
+  PayloadTooLargeError, RateLimitedError, RequestTimeoutError, SideEffectStartedError, TooManyOpenCallsError, ToolUnavailableError, DeadlineExceededError, UnauthorizedError, UnknownFunctionError,
   UnsupportedMediaTypeError, ValidationFailedError, isToolCall,
 } from "gatehouse-client";
 import { client, env, rawAnswer, seedEmail, session, sleep, startProxy, startReceiver } from "./support.mjs";
@@ -84,6 +84,28 @@ test("409 callback_url_conflict: a confirm cannot send a call's reports elsewher
   } finally {
     await receiver.close();
   }
+});
+
+test("429 rate_limited: a tenant allowed one create a second is told when to try again; its key says who it is", async () => {
+  const limited = client({ token: env.limitedKey });
+  const me = await limited.getKey();
+  assert.deepEqual(me, { tenant: env.limitedTenant, key: env.limitedKey.slice(0, 12), scopes: ["calls:write", "tools:read"] });
+  const request = { session_id: session("limited"), function_name: "send_email", parameters: seedEmail };
+  let refused;
+  for (let i = 0; i < 5 && !refused; i++) {
+    try {
+      await limited.createToolCall(request);
+    } catch (e) {
+      refused = e;
+    }
+  }
+  assert.ok(refused instanceof RateLimitedError, `got ${refused?.constructor?.name}: ${refused?.message}`);
+  assert.equal(refused.code, "rate_limited");
+  assert.equal(refused.status, 429);
+  assert.equal(refused.retryAfter, 1);
+  covered.add("rate_limited");
+  await sleep(1100);
+  assert.equal((await limited.createToolCall(request)).status, "PENDING", "a second later it may create again");
 });
 
 test("429 too_many_open_calls: a session holds 50 waiting calls; a create past that records nothing until one is settled", async () => {

@@ -124,7 +124,7 @@ const SUMMARY_FIELDS = [
   "created_at", "completed_at",
 ];
 const FULL_FIELDS = [
-  ...SUMMARY_FIELDS, "parameters_history", "status_history", "checkpoint", "result", "callback_url",
+  ...SUMMARY_FIELDS, "tenant", "parameters_history", "status_history", "checkpoint", "result", "callback_url",
   "side_effect_started_at", "trace_id", "confirmed_at", "prepared_at", "executed_at", "execution_time_ms",
 ];
 

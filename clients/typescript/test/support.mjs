@@ -19,6 +19,9 @@ export const env = {
   checkpointTtl: Number(process.env.GATEHOUSE_CHECKPOINT_TTL ?? "0"),
   /** The same application with no reachable database: its own 503 database_unavailable answers. */
   degradedUrl: required("GATEHOUSE_DEGRADED_URL"),
+  /** A key of a tenant allowed one create a second (`rate_limited`), and its tenant. */
+  limitedKey: required("GATEHOUSE_LIMITED_KEY"),
+  limitedTenant: required("GATEHOUSE_LIMITED_TENANT"),
   /**
    * The loopback ports the tests' relays listen on, `low..high` (both included), which the
    * application allows callbacks to (`callback_allowed_hosts` and `callback_host`): named ports,

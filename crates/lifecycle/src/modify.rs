@@ -4,7 +4,7 @@
 use gatehouse_domain::contract::ToolRequest;
 use gatehouse_domain::limits::{MAX_PARAMETERS_HISTORY_BYTES, MAX_REASON_CHARS, check_optional_length};
 use gatehouse_domain::{ApiError, ToolCallId, changed_fields, merge_patch};
-use gatehouse_store::{Caller, ParameterChange, Transition};
+use gatehouse_store::{Caller, Correction, ParameterChange, Transition};
 use gatehouse_tool::history::write_validated;
 use serde::Deserialize;
 use serde_json::Value;
@@ -74,16 +74,14 @@ pub async fn modify(ctx: &Ctx, id: &ToolCallId, request: ModifyRequest) -> Resul
     if !changes.is_empty() {
         check_history_room(id, &call, &history, request.reason.as_deref())?;
         let db = &ctx.db()?;
-        let transition = gatehouse_store::modify_call(
-            db,
-            Caller::Key(ctx.grant()?),
-            id,
-            &call.parameters,
-            &validated.parameters,
-            &validated.summary,
-            request.reason.as_deref(),
-            &history,
-        )?;
+        let correction = Correction {
+            expected: &call.parameters,
+            parameters: &validated.parameters,
+            summary: &validated.summary,
+            reason: request.reason.as_deref(),
+            changes: &history,
+        };
+        let transition = gatehouse_store::modify_call(db, Caller::Key(ctx.grant()?), id, &correction)?;
         if let Transition::Rejected { current } = &transition
             && rejection::check(Action::Modify, current).is_none()
         {

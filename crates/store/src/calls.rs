@@ -309,26 +309,33 @@ pub fn get_call_to_drive(db: &Connection, tool_call_id: &ToolCallId) -> Result<O
     optional(db, GET_TO_DRIVE, &[id(tool_call_id)])
 }
 
+/// A correction of a PENDING call's parameters.
+#[derive(Debug, Clone)]
+pub struct Correction<'a> {
+    /// The parameters the patch was applied to: a concurrent correction is not overwritten.
+    pub expected: &'a Map<String, Value>,
+    pub parameters: &'a Map<String, Value>,
+    pub summary: &'a str,
+    pub reason: Option<&'a str>,
+    pub changes: &'a [ParameterChange],
+}
+
 pub fn modify_call(
     db: &Connection,
     caller: Caller<'_>,
     tool_call_id: &ToolCallId,
-    expected: &Map<String, Value>,
-    parameters: &Map<String, Value>,
-    summary: &str,
-    reason: Option<&str>,
-    changes: &[ParameterChange],
+    correction: &Correction<'_>,
 ) -> Result<Transition, StoreError> {
     transition(
         db,
         MODIFY,
         &[
             id(tool_call_id),
-            json(expected)?,
-            json(parameters)?,
-            text(summary),
-            optional_text(reason),
-            json(&changes)?,
+            json(correction.expected)?,
+            json(correction.parameters)?,
+            text(correction.summary),
+            optional_text(correction.reason),
+            json(&correction.changes)?,
             caller.tenant(),
             caller.key(),
         ],

@@ -30,6 +30,7 @@ export interface ToolEffects {
 export interface ToolRequest {
   tool_call_id?: string;
   session_id?: string;
+  tenant?: string;
   parameters: Record<string, unknown>;
   checkpoint?: Checkpoint | null;
   attempt?: number;

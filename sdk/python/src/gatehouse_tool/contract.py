@@ -41,6 +41,7 @@ class ToolEffects(TypedDict, total=False):
 class ToolRequest(TypedDict, total=False):
     tool_call_id: str
     session_id: str
+    tenant: str
     parameters: Required[dict[str, Any]]
     checkpoint: Checkpoint | None
     attempt: int
