@@ -303,6 +303,42 @@ async fn direct(app: &App, body: Value) -> Result<Answer> {
     app.send(Method::POST, "/query-vector-db", Some(body)).await
 }
 
+/// Documents are a tenant's own: the same file ingested for a tenant is found by its keys'
+/// searches, and another tenant's search over the same words finds nothing of it.
+#[tokio::test]
+async fn each_tenant_searches_only_its_own_documents() -> Result<()> {
+    let (app, url) = vector::start(&[]).await?;
+    let relay = Relay::start().await?;
+    let (owner, stranger) = (unique("docs-owner").replace('_', "-"), unique("docs-stranger").replace('_', "-"));
+    let key_of = |tenant: &str| -> Result<String> {
+        crate::keys::admin_cli_on(&url, "tenants", &["create", tenant])?;
+        let (key, _) =
+            crate::keys::admin_cli_on(&url, "keys", &["create", "--tenant", tenant, "--scope", "calls:write"])?;
+        Ok(key.trim().to_owned())
+    };
+    let (owner_key, stranger_key) = (key_of(&owner)?, key_of(&stranger)?);
+    vector::gatehouse(&["ingest", &vector::knowledge_base_file().to_string_lossy(), "--tenant", &owner], &url)?;
+
+    let search = |key: String| {
+        let (app, body) = (&app, seed_request(&unique("tenant-docs"), &relay.url));
+        async move { app.send_as(&key, Method::POST, "/query-vector-db", Some(body), &[]).await }
+    };
+    let found = search(owner_key).await?;
+    let theirs = search(stranger_key).await?;
+    let mine = direct(&app, seed_request(&unique("tenant-docs"), &relay.url)).await?;
+    let db = gatehouse_tests::connect(&url).await?;
+    db.execute("DELETE FROM documents WHERE tenant_id = $1", &[&owner]).await?;
+
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert_eq!(ids(&found.body["documents"]).first().map(String::as_str), Some("kb-sales-northwest-2024q3"));
+    assert_eq!(ids(&found.body["documents"]), ids(&mine.body["documents"]), "the same file, the same answer");
+    assert_eq!(theirs.status, 200, "{}", theirs.body);
+    assert!(ids(&theirs.body["documents"]).is_empty(), "another tenant's search: {}", theirs.body);
+    let said = theirs.body["summary"].as_str().unwrap_or_default();
+    assert!(said.starts_with("I found no documents"), "{said}");
+    Ok(())
+}
+
 fn seed_request(session: &str, callback_url: &str) -> Value {
     json!({
         "intent_id": "intent_q3",

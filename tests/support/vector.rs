@@ -84,15 +84,16 @@ async fn prepare(admin: &tokio_postgres::Client, url: &str) -> Result<()> {
     }
     gatehouse(&["ingest", &knowledge_base_file().to_string_lossy()], url)?;
     let ids: Vec<String> = knowledge_base()?.iter().filter_map(|d| d["id"].as_str().map(str::to_owned)).collect();
-    db.execute("DELETE FROM documents WHERE NOT (id = ANY($1))", &[&ids]).await?;
-    let count: i64 = db.query_one("SELECT count(*) FROM documents", &[]).await?.get(0);
+    // The first tenant's: a test may load the same documents for a tenant of its own.
+    db.execute("DELETE FROM documents WHERE tenant_id = 'default' AND NOT (id = ANY($1))", &[&ids]).await?;
+    let count: i64 = db.query_one("SELECT count(*) FROM documents WHERE tenant_id = 'default'", &[]).await?.get(0);
     ensure!(count as usize == ids.len(), "{count} documents loaded, the file has {}", ids.len());
     db.execute("DELETE FROM knowledge_base_loaded", &[]).await?;
     db.execute("INSERT INTO knowledge_base_loaded (content) VALUES ($1)", &[&file]).await?;
     Ok(())
 }
 
-fn gatehouse(args: &[&str], url: &str) -> Result<()> {
+pub fn gatehouse(args: &[&str], url: &str) -> Result<()> {
     let output = std::process::Command::new(gatehouse_bin())
         .args(args)
         .env("DATABASE_URL", url)
