@@ -443,16 +443,8 @@ async fn drive(
 /// says who is signed in, the cancel button is disabled (and the route would refuse it), and the
 /// timeline names the key that made each change.
 async fn read_only(browser: &Client, app: &App, database_url: &str, calls: &Calls) -> Result<()> {
-    let tenant = unique("dash-tenant").replace('_', "-");
-    crate::keys::admin_cli_on(database_url, "tenants", &["create", &tenant])?;
-    let key_of = |scope: &str| -> Result<String> {
-        let (stdout, _) = crate::keys::admin_cli_on(
-            database_url,
-            "keys",
-            &["create", "--tenant", &tenant, "--scope", scope, "--scope", "tools:read"],
-        )?;
-        Ok(stdout.trim().to_owned())
-    };
+    let tenant = crate::tenants::new_tenant_on(database_url, &[])?;
+    let key_of = |scope: &str| crate::keys::new_tenant_key_on(database_url, &tenant, &[scope, "tools:read"]);
     let (writer, viewer) = (key_of("calls:write")?, key_of("calls:read")?);
     let body = json!({"session_id": unique("dash-tenant"), "function_name": TOOL, "parameters": {"to": "t@t.example"}});
     let created = app.send_as(&writer, Method::POST, "/voice-tools/pending", Some(body), &[]).await?;

@@ -36,12 +36,17 @@ fn new_key(scopes: &[&str]) -> Result<String> {
 
 /// A new key of `tenant` with these scopes.
 pub(crate) fn new_tenant_key(tenant: &str, scopes: &[&str]) -> Result<String> {
+    new_tenant_key_on(&database_url(), tenant, scopes)
+}
+
+/// A new key of `tenant`, in the database at `url`, with these scopes.
+pub(crate) fn new_tenant_key_on(url: &str, tenant: &str, scopes: &[&str]) -> Result<String> {
     let label = unique("keys-test");
     let mut args = vec!["create", "--tenant", tenant, "--label", label.as_str()];
     for scope in scopes {
         args.extend(["--scope", scope]);
     }
-    let (stdout, _) = keys(&args)?;
+    let (stdout, _) = admin_cli_on(url, "keys", &args)?;
     let key = stdout.trim().to_owned();
     ensure!(key.starts_with("ghk_") && key.len() == 56, "not a key: {key:?}");
     Ok(key)

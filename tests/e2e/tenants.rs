@@ -12,16 +12,21 @@ use gatehouse_tests::{TOKEN, unique};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::keys::{admin_cli, new_tenant_key};
+use crate::keys::{admin_cli, admin_cli_on, new_tenant_key};
 
 const SCOPES: [&str; 4] = ["calls:write", "calls:read", "tools:read", "admin"];
 
 /// A new tenant, with these `gatehouse tenants create` options; its id.
 fn new_tenant(options: &[&str]) -> Result<String> {
+    new_tenant_on(&gatehouse_tests::database_url(), options)
+}
+
+/// A new tenant in the database at `url`, with these `gatehouse tenants create` options; its id.
+pub(crate) fn new_tenant_on(url: &str, options: &[&str]) -> Result<String> {
     let id = unique("tenant").replace('_', "-");
     let mut args = vec!["create", id.as_str(), "--name", "a test tenant"];
     args.extend_from_slice(options);
-    admin_cli("tenants", &args)?;
+    admin_cli_on(url, "tenants", &args)?;
     Ok(id)
 }
 

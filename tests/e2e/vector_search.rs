@@ -309,13 +309,8 @@ async fn direct(app: &App, body: Value) -> Result<Answer> {
 async fn each_tenant_searches_only_its_own_documents() -> Result<()> {
     let (app, url) = vector::start(&[]).await?;
     let relay = Relay::start().await?;
-    let (owner, stranger) = (unique("docs-owner").replace('_', "-"), unique("docs-stranger").replace('_', "-"));
-    let key_of = |tenant: &str| -> Result<String> {
-        crate::keys::admin_cli_on(&url, "tenants", &["create", tenant])?;
-        let (key, _) =
-            crate::keys::admin_cli_on(&url, "keys", &["create", "--tenant", tenant, "--scope", "calls:write"])?;
-        Ok(key.trim().to_owned())
-    };
+    let (owner, stranger) = (crate::tenants::new_tenant_on(&url, &[])?, crate::tenants::new_tenant_on(&url, &[])?);
+    let key_of = |tenant: &str| crate::keys::new_tenant_key_on(&url, tenant, &["calls:write"]);
     let (owner_key, stranger_key) = (key_of(&owner)?, key_of(&stranger)?);
     vector::gatehouse(&["ingest", &vector::knowledge_base_file().to_string_lossy(), "--tenant", &owner], &url)?;
 

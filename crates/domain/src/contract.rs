@@ -129,8 +129,13 @@ pub struct ToolRequest {
 impl ToolRequest {
     /// The call's session, as its tenant names it.
     pub fn session(&self) -> Option<SessionOf<'_>> {
-        let tenant = self.tenant.as_deref().unwrap_or(crate::keys::DEFAULT_TENANT);
+        let tenant = self.tenant();
         self.session_id.as_ref().map(|session_id| SessionOf { tenant, session_id })
+    }
+
+    /// The call's tenant: the first tenant's for a caller that predates tenants.
+    pub fn tenant(&self) -> &str {
+        self.tenant.as_deref().unwrap_or(crate::keys::DEFAULT_TENANT)
     }
 }
 

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use gatehouse_domain::keys::Grant;
-use gatehouse_domain::{ApiError, CallbackAllowlist, ErrorCode};
+use gatehouse_domain::{ApiError, CallbackAllowlist, ErrorCode, SessionId, SessionOf};
 use gatehouse_store::{Caller, Connection};
 use gatehouse_tool::{ToolClient, ToolRegistry};
 
@@ -87,6 +87,11 @@ impl Ctx {
         let connection = Rc::new(gatehouse_platform::open_db()?);
         *self.connection.borrow_mut() = Some(connection.clone());
         Ok(connection)
+    }
+
+    /// A session the client named, as the key's tenant's (two tenants may use the same id).
+    pub fn session<'a>(&'a self, session_id: &'a SessionId) -> Result<SessionOf<'a>, ApiError> {
+        Ok(SessionOf { tenant: &self.grant()?.tenant, session_id })
     }
 
     /// Gives the request's connection back before a wait (see the rule above).
@@ -213,11 +218,10 @@ impl Config {
     /// The keys a callback is signed with, one signature each: `callback_secret`, then
     /// `callback_secret_previous` during a rotation, so a relay that verifies with either
     /// accepts it (docs/keys.md, "Rotating the signing secrets").
+    /// A manifest from before rotations declares no previous secret: that reads as none, which
+    /// accepts less, never more.
     pub fn callback_secrets(&self) -> Result<Vec<String>, ApiError> {
-        let previous = match &self.fixed {
-            Some(fixed) => fixed.get("callback_secret_previous").filter(|s| !s.is_empty()).cloned(),
-            None => gatehouse_platform::previous("callback_secret_previous"),
-        };
+        let previous = self.read("callback_secret_previous").ok().filter(|secret| !secret.is_empty());
         Ok(std::iter::once(self.callback_secret()?).chain(previous).collect())
     }
 

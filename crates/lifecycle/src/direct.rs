@@ -86,7 +86,7 @@ impl DirectFlow {
         let identity = gatehouse_tool::identity(tool, component);
         let trace_id = gatehouse_platform::trace_id();
         crate::create::refuse_past_limits(ctx)?;
-        let session = SessionOf { tenant: &ctx.grant()?.tenant, session_id: &session_id };
+        let session = ctx.session(&session_id)?;
         let validated = validate(tool, &identity, session, parameters, &trace_id)?;
         let (call, lease_owner) = record(ctx, &identity, envelope, &session_id, &validated, &trace_id)?;
         let mut policy = InProcess { ctx: ctx.clone(), flow: *self, tool, identity, waiting: None };

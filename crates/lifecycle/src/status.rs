@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use gatehouse_domain::{ApiError, SessionId, SessionOf, Status, ToolCallId};
+use gatehouse_domain::{ApiError, SessionId, Status, ToolCallId};
 use gatehouse_store::{Caller, ToolCall};
 
 use crate::{Ctx, Outcome, SessionCalls, SessionContext, rejection};
@@ -37,7 +37,7 @@ pub fn session_id(raw: &str) -> Result<SessionId, ApiError> {
 /// What the agent needs to know about a session: its open calls and its last settled ones.
 pub fn context(ctx: &Ctx, session_id: &str) -> Result<SessionCalls, ApiError> {
     let session_id = self::session_id(session_id)?;
-    let session = SessionOf { tenant: &ctx.grant()?.tenant, session_id: &session_id };
+    let session = ctx.session(&session_id)?;
     let view = gatehouse_store::session_context_view(&*ctx.db()?, session)?;
     Ok(SessionCalls { session_id, view })
 }
@@ -48,7 +48,7 @@ pub fn session_context(ctx: &Ctx, session_id: &str, key: &str) -> Result<Session
         return Err(ApiError::invalid_input("Say which context to read.").with_field("context_key", "is required"));
     }
     let session_id = self::session_id(session_id)?;
-    let session = SessionOf { tenant: &ctx.grant()?.tenant, session_id: &session_id };
+    let session = ctx.session(&session_id)?;
     match gatehouse_store::session_context_get(&*ctx.db()?, session, key)? {
         Some(context) => Ok(SessionContext { context }),
         None => Err(ApiError::not_found("Not found or expired")),

@@ -13,5 +13,5 @@ mod trace;
 pub use db::open_db;
 pub use outbound::{Method, OutboundResponse, SendFailure, send, sleep, within};
 pub use random::{new_token, new_tool_call_id, random_bytes};
-pub use service::{contract_secrets, previous, service_signature, unix_now};
+pub use service::{contract_secrets, service_signature, unix_now};
 pub use trace::{Component, begin_span, log_error, log_event, log_line, trace_id, traceparent};

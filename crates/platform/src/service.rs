@@ -39,7 +39,7 @@ pub fn contract_secrets() -> Result<Option<Vec<String>>, ApiError> {
 
 /// A rotation's previous key, if the operator set one. A manifest from before rotations
 /// declares no such variable; that reads as none, which accepts less, never more.
-pub fn previous(variable: &str) -> Option<String> {
+fn previous(variable: &str) -> Option<String> {
     variables::get(variable).ok().filter(|secret| !secret.is_empty())
 }
 

@@ -61,8 +61,7 @@ async fn run_search(request: &ToolRequest) -> Result<search::SearchResult, ToolF
     let query = search::parse(&request.parameters)
         .map_err(|_| ToolFailure::new("The stored search parameters are no longer valid."))?;
     let embedder = search::Embedder::from_variables().map_err(failed)?;
-    let tenant = request.tenant.as_deref().unwrap_or(gatehouse_domain::keys::DEFAULT_TENANT);
-    search::search(&query, tenant, &embedder).await.map_err(failed)
+    search::search(&query, request.tenant(), &embedder).await.map_err(failed)
 }
 
 /// Keeps the results as the session's context; answers whether there was a session to keep
