@@ -74,38 +74,24 @@ async fn a_relay_that_moves_to_the_new_callback_secret_during_the_overlap_sees_n
 
 /// The lifecycle on one host and Gmail on another, each with its own contract secrets.
 async fn two_hosts(edge_secrets: &[&str], tools_secrets: &[&str]) -> Result<()> {
-    let secrets = |given: &[&str]| {
-        let mut variables = vec![("contract_secret".to_owned(), given[0].to_owned())];
-        if let Some(previous) = given.get(1) {
+    // A runner serving `components`, with `variables` and the contract secrets given (the
+    // current one, then the previous one during a rotation).
+    let host = |mut variables: Vec<(String, String)>, secrets: &[&str], components: &[&str]| {
+        variables.push(("contract_secret".to_owned(), secrets[0].to_owned()));
+        if let Some(previous) = secrets.get(1) {
             variables.push(("contract_secret_previous".to_owned(), (*previous).to_owned()));
         }
-        variables
+        let extra_args = select_components(components);
+        Runner::start(&app_manifest(), RunnerOptions { variables, extra_args, ..Default::default() })
     };
     let fake = start_fake().await?;
-    let mut tool_variables = gmail_variables(&fake);
-    tool_variables.extend(secrets(tools_secrets));
-    let tools = Runner::start(
-        &app_manifest(),
-        RunnerOptions {
-            variables: tool_variables,
-            extra_args: select_components(&TOOL_COMPONENTS),
-            ..Default::default()
-        },
-    )?;
+    let tools = host(gmail_variables(&fake), tools_secrets, &TOOL_COMPONENTS)?;
     let origin = tools.base_url.clone();
-    let mut edge_variables = vec![
+    let edge_variables = vec![
         ("tool_registry".to_owned(), format!("send_email={origin}/internal/tools/gmail")),
         ("tools_origin".to_owned(), origin.clone()),
     ];
-    edge_variables.extend(secrets(edge_secrets));
-    let edge = Runner::start(
-        &app_manifest(),
-        RunnerOptions {
-            variables: edge_variables,
-            extra_args: select_components(&LIFECYCLE_COMPONENTS),
-            ..Default::default()
-        },
-    )?;
+    let edge = host(edge_variables, edge_secrets, &LIFECYCLE_COMPONENTS)?;
     let app = App { runner: edge, http: reqwest::Client::new(), database_url: database_url() };
     let relay = Relay::start().await?;
     // The edge asks the tools host to validate, prepare and send it, each request signed.
