@@ -35,4 +35,8 @@ pub struct BenchArgs {
     /// allows this default when none is configured.
     #[arg(long, default_value_t = relay::LOCAL_RELAY)]
     pub relay_listen: std::net::SocketAddr,
+    /// Skip the database floor (pgbench) after the scenarios: for a run that is only load
+    /// beside another measurement, whose floor would land on that measurement.
+    #[arg(long)]
+    pub no_floor: bool,
 }

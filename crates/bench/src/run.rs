@@ -162,8 +162,8 @@ async fn measure_and_compare(
     };
     let measured = measure::measure_all(setup, client, lifecycle, queries).await?;
     let floors = match &setup.database_url {
-        Some(database_url) => floor::database_floor(setup, database_url, lifecycle).await?,
-        None => Vec::new(),
+        Some(database_url) if !setup.args.no_floor => floor::database_floor(setup, database_url, lifecycle).await?,
+        _ => Vec::new(),
     };
     report::compare(setup, &measured, &floors, commits.as_ref(), queries.map(|q| q.documents));
     report::print_context_answers(scenarios, client, &setup.base, &setup.token).await

@@ -16,8 +16,9 @@ pub(crate) const KEY_GRANT: &str =
                  FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
                 WHERE k.key_hash = $1 AND k.revoked_at IS NULL) AS grant";
 
-/// Which of the tenant's limits a create would meet now (`tenant_limit_met`, migration V18).
-pub(crate) const TENANT_LIMIT: &str = "SELECT to_jsonb(tenant_limit_met($1)) AS limit_met";
+/// Which of the tenant's limits a create would meet now, read without a lock and without
+/// using the tenant's rate (`tenant_limit_now`, migration V19).
+pub(crate) const TENANT_LIMIT: &str = "SELECT to_jsonb(tenant_limit_now($1)) AS limit_met";
 
 /// What the key hashed to `hash` may do, or `None` for a key that is unknown or revoked.
 pub fn key_grant(db: &Connection, hash: &[u8; 32]) -> Result<Option<Grant>, StoreError> {

@@ -8,17 +8,20 @@
 -- Limits (docs/keys.md, "Limits"): a create past one inserts nothing and answers which one it
 -- met: the session's waiting PENDING calls ($25; counted up to the cap only, so a full session
 -- costs no more than a busy one, and concurrent creates may pass it by a few, as each counts
--- before the others commit), then the tenant's (`tenant_limit_met`, migration V18, exact).
+-- before the others commit), then the tenant's (`tenant_limit_met`, migrations V18 and V19, exact).
 -- The 201 body is built here, with the database's deadline, and stored for retries.
 -- The history row is written with the call, in one statement and one commit, unless the
 -- statement found neither its own insert nor a first call with the key (a concurrent create's
 -- call not yet visible): the create then runs it again, and the row is written once.
-WITH limits AS (
+WITH session AS (
     SELECT (SELECT count(*) FROM (SELECT 1 FROM tool_calls o
                                    WHERE o.session_id = $2 AND o.tenant_id = $26
                                      AND o.status = 'PENDING' AND o.expires_at > now()
-                                   LIMIT $25::int8) AS open) >= $25::int8 AS session_full,
-           tenant_limit_met($26) AS tenant_limit
+                                   LIMIT $25::int8) AS open) >= $25::int8 AS full
+), limits AS (
+    -- A create the session refuses does not use the tenant's rate.
+    SELECT s.full AS session_full, CASE WHEN s.full THEN NULL ELSE tenant_limit_met($26) END AS tenant_limit
+      FROM session s
 ), inserted AS (
     INSERT INTO tool_calls (tool_call_id, session_id, connection_id, intent_id, function_name, tool,
                             parameters, summary, callback_url, idempotency_key, request_fingerprint,
