@@ -80,3 +80,93 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
     }
     Ok(())
 }
+
+/// The data-scale benchmark's seeding, at a small size (docs/benchmarks.md, "At scale"): the
+/// calls are final, in the mix of outcomes, with the histories, executions and callbacks their
+/// paths leave; a second run tops up to the new size instead of adding as much again; and the
+/// read routes over the seeded data answer without an error.
+#[tokio::test]
+async fn bench_seeds_calls_and_executions_and_tops_them_up() -> Result<()> {
+    let database = ScratchDatabase::create("gatehouse_seed").await?;
+    let manifest = workspace_root().join("tests/fixtures/lifecycle.toml");
+    let manifest = manifest.to_string_lossy();
+    let seed = |calls: &'static str, executions: &'static str| {
+        [
+            "bench",
+            "--manifest",
+            &manifest,
+            "--seed-calls",
+            calls,
+            "--seed-executions",
+            executions,
+            "--scenario",
+            "calls,stats,executions",
+            "--concurrency",
+            "1",
+            "--seconds",
+            "0.5",
+            "--no-floor",
+        ]
+        .map(str::to_owned)
+    };
+    let first = seed("400", "3000");
+    let printed = gatehouse(&first.iter().map(String::as_str).collect::<Vec<_>>(), &database.url)?;
+    ensure!(printed.contains("seed: 400 of 400 calls"), "{printed}");
+    for scenario in ["calls", "stats", "executions"] {
+        let row = printed
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(scenario))
+            .with_context(|| format!("no {scenario} row in:\n{printed}"))?;
+        let errors: u64 = row.split_whitespace().nth(3).unwrap_or_default().parse()?;
+        ensure!(errors == 0, "{scenario} answered errors over the seeded data: {row}\n{printed}");
+    }
+    ensure!(number_after(&printed, "database:")? > 0.0, "{printed}");
+
+    let db = gatehouse_tests::connect(&database.url).await?;
+    let calls = db
+        .query(
+            "SELECT c.status, count(*), bool_and(c.status_history -> -1 ->> 'status' = c.status),
+                    bool_and(tool_call_json(c) ->> 'tool_call_id' = c.tool_call_id),
+                    sum((SELECT count(*) FROM tool_executions e WHERE e.tool_call_id = c.tool_call_id))::int8,
+                    sum((SELECT count(*) FROM callback_attempts a WHERE a.tool_call_id = c.tool_call_id))::int8
+               FROM tool_calls c WHERE c.tool_call_id LIKE 'tc_5eed%' GROUP BY c.status ORDER BY c.status",
+            &[],
+        )
+        .await?;
+    let mut total = 0;
+    for row in &calls {
+        let (status, count, ends_in_status, reads): (String, i64, bool, bool) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (executions, callbacks): (i64, i64) = (row.get(4), row.get(5));
+        total += count;
+        ensure!(ends_in_status && reads, "{status}: histories or JSON do not match");
+        // validate, then prepare (and execute when it went on); a callback at the checkpoint and
+        // at the end for a call that ran.
+        let (want_executions, want_callbacks) = match status.as_str() {
+            "COMPLETED" => (3, 2),
+            "FAILED" => (2, 1),
+            "CANCELLED" | "EXPIRED" => (1, 0),
+            other => anyhow::bail!("a seeded call is {other}, not final"),
+        };
+        ensure!(executions == want_executions * count, "{status}: {executions} executions for {count} calls");
+        ensure!(callbacks == want_callbacks * count, "{status}: {callbacks} callbacks for {count} calls");
+    }
+    ensure!(total == 400 && calls.len() == 4, "{total} seeded calls in {} states", calls.len());
+    let recent: i64 = db
+        .query_one(
+            "SELECT count(*) FROM tool_executions
+              WHERE tool = 'fixture_action' AND started_at >= now() - interval '1 day'",
+            &[],
+        )
+        .await?
+        .get(0);
+    ensure!(recent >= 3000, "{recent} executions in the last day");
+
+    let second = seed("600", "3000");
+    let printed = gatehouse(&second.iter().map(String::as_str).collect::<Vec<_>>(), &database.url)?;
+    ensure!(printed.contains("seed: 600 of 600 calls") && !printed.contains("seed: 200 of"), "{printed}");
+    let seeded: i64 =
+        db.query_one("SELECT count(*) FROM tool_calls WHERE tool_call_id LIKE 'tc_5eed%'", &[]).await?.get(0);
+    ensure!(seeded == 600, "{seeded} seeded calls after topping up to 600");
+    Ok(())
+}

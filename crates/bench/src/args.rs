@@ -39,4 +39,16 @@ pub struct BenchArgs {
     /// beside another measurement, whose floor would land on that measurement.
     #[arg(long)]
     pub no_floor: bool,
+    /// Before measuring, top the first tenant's seeded calls up to this many: final calls of
+    /// the fixture tool in sessions of four, with their histories, executions and callbacks
+    /// (docs/benchmarks.md, "At scale"). Needs DATABASE_URL with --url.
+    #[arg(long, default_value_t = 0)]
+    pub seed_calls: u64,
+    /// Before measuring, top the fixture tool's executions of the last day up to this many
+    /// (what the `stats` scenario reads).
+    #[arg(long, default_value_t = 0)]
+    pub seed_executions: u64,
+    /// The days the seeded calls' sessions spread over, ending an hour ago.
+    #[arg(long, default_value_t = 30.0)]
+    pub seed_days: f64,
 }

@@ -2,6 +2,8 @@
 //! the report shows how much of a route's latency is the database and how much is Gatehouse.
 use anyhow::{Context, Result, bail};
 
+use gatehouse_domain::keys::DEFAULT_TENANT;
+
 use crate::lifecycle;
 use crate::scenario::Statement;
 use crate::sessions::{BENCH_LARGE_SESSION, BENCH_SESSION};
@@ -10,6 +12,24 @@ use crate::setup::Setup;
 /// The statements the routes send, so the database floor is measured on exactly them.
 const HEALTH_SQL: &str = "SELECT 1";
 const CONTEXT_SQL: &str = include_str!("../../store/src/sql/session_context_view.sql");
+const CALLS_SQL: &str = include_str!("../../store/src/sql/audit/calls.sql");
+const STATS_SQL: &str = include_str!("../../store/src/sql/history/stats.sql");
+const PAGE_SQL: &str = include_str!("../../store/src/sql/history/page.sql");
+
+/// The read routes' statements as the routes bind them by default: the first tenant's first
+/// page of calls (25) and of the fixture tool's executions (50), and its stats over `24h`.
+fn history_sql(statement: Statement) -> String {
+    use crate::lifecycle::{FUNCTION, bind, literal, one_line};
+    let (tenant, tool, null) = (literal(DEFAULT_TENANT), literal(FUNCTION), "NULL".to_owned());
+    let bound = match statement {
+        Statement::Calls => {
+            bind(CALLS_SQL, &[null.clone(), null.clone(), null.clone(), null.clone(), null, "25".into(), tenant])
+        }
+        Statement::Stats => bind(STATS_SQL, &[tool, "86400".into(), literal("24h"), tenant]),
+        _ => bind(PAGE_SQL, &[tool, null.clone(), null.clone(), null.clone(), null, "50".into(), tenant]),
+    };
+    one_line(&bound)
+}
 
 /// One pgbench run.
 pub(crate) struct Floor {
@@ -38,9 +58,7 @@ pub(crate) async fn database_floor(
     let statements: Vec<Statement> = Statement::ALL
         .into_iter()
         .filter(|st| scenarios.iter().any(|sc| sc.floor().contains(st)))
-        .filter(|st| {
-            lifecycle.is_some() || matches!(st, Statement::Health | Statement::Context | Statement::ContextLarge)
-        })
+        .filter(|st| lifecycle.is_some() || st.reads_only())
         .collect();
     if statements.is_empty() {
         return Ok(Vec::new());
@@ -59,6 +77,7 @@ pub(crate) async fn database_floor(
                 (Statement::Health, _) => lifecycle::one_line(HEALTH_SQL),
                 (Statement::Context, _) => lifecycle::one_line(&context_sql(BENCH_SESSION)),
                 (Statement::ContextLarge, _) => lifecycle::one_line(&context_sql(BENCH_LARGE_SESSION)),
+                (Statement::Calls | Statement::Stats | Statement::Executions, _) => history_sql(statement),
                 (_, Some(lifecycle)) => {
                     let insert_tps = floors
                         .iter()

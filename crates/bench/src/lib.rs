@@ -40,6 +40,7 @@ mod relay;
 mod report;
 mod run;
 mod scenario;
+mod seed;
 mod sessions;
 mod setup;
 mod timing;

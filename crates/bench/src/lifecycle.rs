@@ -36,8 +36,8 @@ const FLOOR_SESSION: &str = "bench-floor";
 const CREATE_SESSIONS: u64 = 1000;
 /// The per-session cap the floor's insert counts against, as the application's default does.
 const FLOOR_PENDING_CAP: &str = "50";
-const FUNCTION: &str = "fixture_action";
-const TOOL: &str = "fixture-tool";
+pub(crate) const FUNCTION: &str = "fixture_action";
+pub(crate) const TOOL: &str = "fixture-tool";
 const TO: &str = "bench@example.com";
 const OTHER_TO: &str = "bench2@example.com";
 const SUBJECT: &str = "Bench";
@@ -60,13 +60,13 @@ fn parameters() -> Value {
 }
 
 /// An SQL string literal.
-fn literal(text: &str) -> String {
+pub(crate) fn literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
 /// `sql` with `$1`, `$2`, ... replaced by `args[0]`, `args[1]`, ...; highest first, so `$1` does
 /// not take the start of `$13`.
-fn bind(sql: &str, args: &[String]) -> String {
+pub(crate) fn bind(sql: &str, args: &[String]) -> String {
     let mut bound = sql.to_owned();
     for (index, arg) in args.iter().enumerate().rev() {
         bound = bound.replace(&format!("${}", index + 1), arg);
@@ -378,7 +378,7 @@ impl Lifecycle {
                 let flow = flow.clone();
                 Box::pin(async move { flow.conversation().await })
             }),
-            Scenario::Health | Scenario::Context | Scenario::ContextLarge | Scenario::Query | Scenario::Embed => {
+            _ => {
                 bail!("{} is not a lifecycle scenario", scenario.name())
             }
         })
@@ -520,7 +520,7 @@ impl Lifecycle {
                 let args = [literal(&ids[0]), literal(DEFAULT_TENANT)];
                 return Ok(FloorScript { text: one_line(&bind(GET_SQL, &args)), last_rows: Vec::new() });
             }
-            Statement::Health | Statement::Context | Statement::ContextLarge => bail!("not a lifecycle statement"),
+            _ => bail!("{} is not a lifecycle statement", statement.name()),
         };
         let clients = concurrency as u64;
         let (first, per_client, last_rows) = if statement == Statement::Insert {

@@ -63,6 +63,12 @@ pub(crate) async fn measure_all(
                     let session = if scenario == Scenario::Context { BENCH_SESSION } else { BENCH_LARGE_SESSION };
                     get_work(client, format!("{base}/voice-tools/context/{session}"), Some(token.to_owned()))
                 }
+                (Scenario::Calls, _) => get_work(client, format!("{base}/voice-tools/calls"), Some(token.to_owned())),
+                (Scenario::Stats | Scenario::Executions, _) => {
+                    let what = if scenario == Scenario::Stats { "stats" } else { "executions" };
+                    let url = format!("{base}/voice-tools/tools/{}/{what}", lifecycle::FUNCTION);
+                    get_work(client, url, Some(token.to_owned()))
+                }
                 (Scenario::Query, _) => match queries {
                     Some(queries) => queries.work(),
                     None => bail!("query needs its set-up"),

@@ -10,7 +10,7 @@ use crate::args::BenchArgs;
 use crate::harness::{Harness, Running};
 use crate::scenario::Scenario;
 use crate::setup::Setup;
-use crate::{cpu, embed, floor, lifecycle, measure, query, report, sessions};
+use crate::{cpu, embed, floor, lifecycle, measure, query, report, seed, sessions};
 
 /// Runs the scenarios `args` names, on the application `harness` starts, or on the one at
 /// `--url`; prints the tables as it goes.
@@ -92,6 +92,15 @@ async fn on_clients(clients: &tokio::runtime::Runtime, setup: Setup) -> Result<(
                 && let Some(database_url) = &setup.database_url
             {
                 sessions::seed_context(database_url).await?;
+            }
+            let args = &setup.args;
+            if args.seed_calls > 0 || args.seed_executions > 0 {
+                let Some(database_url) = &setup.database_url else {
+                    bail!("seeding writes to the database: set DATABASE_URL with --url");
+                };
+                let plan =
+                    seed::SeedPlan { calls: args.seed_calls, executions: args.seed_executions, days: args.seed_days };
+                seed::seed(database_url, &plan).await?;
             }
             bench(&setup).await
         })

@@ -24,10 +24,16 @@ pub(crate) enum Scenario {
     Query,
     /// The embedding model alone on the ingested documents, against the machine's matrix rate.
     Embed,
+    /// GET /voice-tools/calls: the first page of the first tenant's calls, newest first.
+    Calls,
+    /// GET /voice-tools/tools/fixture_action/stats: the fixture tool's last day.
+    Stats,
+    /// GET /voice-tools/tools/fixture_action/executions: the first page of its history.
+    Executions,
 }
 
 impl Scenario {
-    pub(crate) const ALL: [Scenario; 10] = [
+    pub(crate) const ALL: [Scenario; 13] = [
         Scenario::Health,
         Scenario::Context,
         Scenario::ContextLarge,
@@ -38,6 +44,9 @@ impl Scenario {
         Scenario::Flow,
         Scenario::Query,
         Scenario::Embed,
+        Scenario::Calls,
+        Scenario::Stats,
+        Scenario::Executions,
     ];
 
     pub(crate) fn parse(name: &str) -> Result<Scenario> {
@@ -62,13 +71,23 @@ impl Scenario {
             Scenario::Flow => "flow",
             Scenario::Query => "query",
             Scenario::Embed => "embed",
+            Scenario::Calls => "calls",
+            Scenario::Stats => "stats",
+            Scenario::Executions => "executions",
         }
     }
 
     pub(crate) fn is_lifecycle(self) -> bool {
         !matches!(
             self,
-            Scenario::Health | Scenario::Context | Scenario::ContextLarge | Scenario::Query | Scenario::Embed
+            Scenario::Health
+                | Scenario::Context
+                | Scenario::ContextLarge
+                | Scenario::Query
+                | Scenario::Embed
+                | Scenario::Calls
+                | Scenario::Stats
+                | Scenario::Executions
         )
     }
 
@@ -102,6 +121,9 @@ impl Scenario {
             Scenario::Query => &[Statement::Insert, Statement::Confirm],
             // Measured against the machine's matrix rate instead.
             Scenario::Embed => &[],
+            Scenario::Calls => &[Statement::Calls],
+            Scenario::Stats => &[Statement::Stats],
+            Scenario::Executions => &[Statement::Executions],
         }
     }
 }
@@ -123,11 +145,14 @@ pub(crate) enum Statement {
     Cancel,
     Confirm,
     Get,
+    Calls,
+    Stats,
+    Executions,
 }
 
 impl Statement {
     /// In the order they run: the insert first, since its rate sizes the transitions' rows.
-    pub(crate) const ALL: [Statement; 8] = [
+    pub(crate) const ALL: [Statement; 11] = [
         Statement::Health,
         Statement::Context,
         Statement::ContextLarge,
@@ -136,6 +161,9 @@ impl Statement {
         Statement::Cancel,
         Statement::Confirm,
         Statement::Get,
+        Statement::Calls,
+        Statement::Stats,
+        Statement::Executions,
     ];
 
     /// Named after the route that sends it.
@@ -149,7 +177,24 @@ impl Statement {
             Statement::Cancel => "cancel",
             Statement::Confirm => "confirm",
             Statement::Get => "status",
+            Statement::Calls => "calls",
+            Statement::Stats => "stats",
+            Statement::Executions => "executions",
         }
+    }
+
+    /// Whether the statement reads rows that are there already (seeded or not), so it needs
+    /// no set-up of the lifecycle scenarios.
+    pub(crate) fn reads_only(self) -> bool {
+        matches!(
+            self,
+            Statement::Health
+                | Statement::Context
+                | Statement::ContextLarge
+                | Statement::Calls
+                | Statement::Stats
+                | Statement::Executions
+        )
     }
 }
 

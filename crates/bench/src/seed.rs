@@ -1,0 +1,127 @@
+//! The data-scale benchmark's data (docs/benchmarks.md, "At scale"): the first tenant's calls
+//! and a tool's executions, made by the database itself (`generate_series`, a batch a
+//! statement) so that ten million calls take minutes, not hours.
+//!
+//! Seeding tops up: `--seed-calls 1000000` after `--seed-calls 10000` adds the 990,000 calls
+//! missing, so one database is measured at each size in turn. Seeded calls are final and old
+//! (an hour and more), so no sweep, limit or route that lists open calls meets them; their
+//! executions and callbacks are what those calls would have left.
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use gatehouse_domain::keys::DEFAULT_TENANT;
+
+use crate::lifecycle::{FUNCTION, TOOL};
+
+const SEED_CALLS_SQL: &str = include_str!("sql/seed_calls.sql");
+const SEED_EXECUTIONS_SQL: &str = include_str!("sql/seed_executions.sql");
+
+/// Seeded calls' ids: `tc_5eed` and eight hex digits (their number).
+const SEEDED_IDS: (&str, &str) = ("tc_5eed", "tc_5eee");
+/// Calls a seeded session holds.
+const CALLS_PER_SESSION: i64 = 4;
+/// Rows one statement writes: large enough that a batch costs little beyond its rows, small
+/// enough that none holds a transaction for long.
+const CALL_BATCH: u64 = 50_000;
+const EXECUTION_BATCH: u64 = 200_000;
+/// The window the seeded executions fill, as the stats route's default window.
+const EXECUTIONS_WINDOW_SECONDS: f64 = 86_400.0;
+
+/// What to seed before measuring.
+pub(crate) struct SeedPlan {
+    /// Seeded calls wanted in all.
+    pub(crate) calls: u64,
+    /// The fixture tool's executions wanted in the last day, seeded calls' included.
+    pub(crate) executions: u64,
+    /// The days the seeded calls' sessions spread over.
+    pub(crate) days: f64,
+}
+
+/// Tops the seeded data up to `plan`, printing its progress, and then the database's size.
+pub(crate) async fn seed(database_url: &str, plan: &SeedPlan) -> Result<()> {
+    let (db, _driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting to seed")?;
+    let seeded_calls = seeded_calls(&db).await?;
+    let mut next = seeded_calls;
+    let started = Instant::now();
+    while next < plan.calls {
+        let batch = CALL_BATCH.min(plan.calls - next);
+        db.execute(
+            SEED_CALLS_SQL,
+            &[&(next as i64), &(batch as i64), &CALLS_PER_SESSION, &(plan.days * 86_400.0), &FUNCTION, &TOOL],
+        )
+        .await
+        .context("seeding calls")?;
+        next += batch;
+        let rate = (next - seeded_calls) as f64 / started.elapsed().as_secs_f64();
+        println!("seed: {next} of {} calls ({rate:.0} calls/s)", plan.calls);
+    }
+    let recent = recent_executions(&db).await?;
+    let started = Instant::now();
+    let mut made = 0;
+    while recent + made < plan.executions {
+        let batch = EXECUTION_BATCH.min(plan.executions - recent - made);
+        // Numbered after everything already there, so a top-up does not repeat a pattern.
+        let first = (recent + made) as i64 + 1_000_000_000;
+        db.execute(SEED_EXECUTIONS_SQL, &[&first, &(batch as i64), &EXECUTIONS_WINDOW_SECONDS, &FUNCTION, &TOOL])
+            .await
+            .context("seeding executions")?;
+        made += batch;
+        let rate = made as f64 / started.elapsed().as_secs_f64();
+        println!("seed: {} of {} executions in the last day ({rate:.0} rows/s)", recent + made, plan.executions);
+    }
+    if next > seeded_calls || made > 0 {
+        db.batch_execute("ANALYZE tool_calls; ANALYZE tool_executions; ANALYZE callback_attempts")
+            .await
+            .context("analyzing the seeded tables")?;
+    }
+    print_sizes(&db).await
+}
+
+/// How many calls are seeded: the highest seeded id's number plus one, by the primary key.
+async fn seeded_calls(db: &tokio_postgres::Client) -> Result<u64> {
+    let row = db
+        .query_one(
+            "SELECT max(tool_call_id) FROM tool_calls WHERE tool_call_id >= $1 AND tool_call_id < $2",
+            &[&SEEDED_IDS.0, &SEEDED_IDS.1],
+        )
+        .await?;
+    let highest: Option<String> = row.get(0);
+    Ok(match highest {
+        Some(id) => u64::from_str_radix(&id[SEEDED_IDS.0.len()..], 16).context("a seeded id's number")? + 1,
+        None => 0,
+    })
+}
+
+/// The fixture tool's executions in the stats route's default window, through its index.
+async fn recent_executions(db: &tokio_postgres::Client) -> Result<u64> {
+    let row = db
+        .query_one(
+            "SELECT count(*) FROM tool_executions
+              WHERE tenant_id = $1 AND tool = $2 AND started_at >= now() - make_interval(secs => $3)",
+            &[&DEFAULT_TENANT, &FUNCTION, &EXECUTIONS_WINDOW_SECONDS],
+        )
+        .await?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
+
+/// The rows and bytes on disk (indexes and TOAST included) of the tables that grow with calls.
+async fn print_sizes(db: &tokio_postgres::Client) -> Result<()> {
+    let rows = db
+        .query(
+            "SELECT c.relname::text, c.reltuples::int8, pg_total_relation_size(c.oid),
+                    pg_database_size(current_database())
+               FROM pg_class c
+              WHERE c.relname IN ('tool_calls', 'tool_executions', 'callback_attempts', 'documents')
+              ORDER BY c.relname",
+            &[],
+        )
+        .await?;
+    if let Some(first) = rows.first() {
+        println!("database: {} MB on disk", first.get::<_, i64>(3) / 1_000_000);
+    }
+    for row in &rows {
+        let (table, estimated_rows, bytes): (String, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        println!("  {table:<18} about {:>11} rows {:>8} MB", estimated_rows.max(0), bytes / 1_000_000);
+    }
+    Ok(())
+}
