@@ -399,3 +399,138 @@ async fn asynchronous_commit_leaves_nothing_on_the_connection() -> Result<()> {
     assert_eq!(setting(db.query_one("SHOW synchronous_commit", &[]).await?), "on");
     Ok(())
 }
+
+/// Executions in the window beyond what the stats route sorts itself (10,000): written by six
+/// connections at once, a statement of 250 at a time, into the last fifty minutes and three
+/// hours ago.
+const ROLLED_EXECUTIONS_PER_WRITER: i64 = 2_500;
+const ROLLED_WRITERS: i64 = 6;
+
+/// The stats of a window with more executions than the route sorts come from the rollups
+/// (docs/architecture.md, "Tool stats at scale"): the counts are the executions' own, exactly,
+/// though six connections wrote them at once; the percentiles are within the bins' 4% of the
+/// exact ones; and the sweeper folds each past minute's and hour's rows into one without
+/// changing a figure.
+#[tokio::test]
+async fn stats_beyond_what_the_route_sorts_come_from_rollups_that_count_exactly() -> Result<()> {
+    let scratch = ScratchDatabase::create("rollups").await?;
+    let app = App::start(scratch.serve(lifecycle_options(&[], &["--sweep-interval", "0"]))).await?;
+    let mut writers = Vec::new();
+    for writer in 0..ROLLED_WRITERS {
+        let db = scratch.connect().await?;
+        writers.push(tokio::spawn(async move {
+            for statement in 0..ROLLED_EXECUTIONS_PER_WRITER / 250 {
+                let first = (writer * ROLLED_EXECUTIONS_PER_WRITER + statement * 250) as i32;
+                db.execute(
+                    "INSERT INTO tool_executions (tool, component, component_version, operation, started_at,
+                                                  duration_ms, outcome)
+                     SELECT $1, 'fixture-tool', 'test', (ARRAY['validate', 'prepare', 'execute'])[1 + g % 3],
+                            now() - CASE WHEN g % 10 = 0 THEN interval '3 hours' ELSE interval '0' END
+                                  - make_interval(secs => (g * 7919) % 3000),
+                            0.3 + ((g * 104729) % 5000) / 10.0,
+                            (ARRAY['ok', 'ok', 'ok', 'ok', 'ok', 'ok', 'rejected', 'failed', 'crashed', 'cancelled'])[1 + (g / 3) % 10]
+                       FROM generate_series($2::int, $2::int + 249) AS g",
+                    &[&TOOL, &first],
+                )
+                .await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for writer in writers {
+        writer.await??;
+    }
+    let db = scratch.connect().await?;
+    let shards: i64 = db
+        .query_one("SELECT count(DISTINCT shard) FROM tool_execution_rollups WHERE tool = $1", &[&TOOL])
+        .await?
+        .get(0);
+    assert!(shards > 1, "{shards} backends' rollup rows: the writers should have had their own");
+
+    // Each period's rollups count every execution once.
+    let counted = db
+        .query(
+            "SELECT period, sum(executions)::int8, (SELECT count(*) FROM tool_executions WHERE tool = $1)
+               FROM tool_execution_rollups WHERE tool = $1 GROUP BY period ORDER BY period",
+            &[&TOOL],
+        )
+        .await?;
+    assert_eq!(counted.len(), 2);
+    for row in &counted {
+        let (period, rolled, recorded): (String, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        assert_eq!(rolled, recorded, "the {period} rollups against the executions");
+    }
+
+    let expected = exact_stats(&db).await?;
+    assert!(expected["executions"].as_i64().unwrap_or(0) > 10_000, "{expected}");
+    let stats = get(&app, &format!("/voice-tools/tools/{TOOL}/stats?window=1h")).await?;
+    assert_stats_match(&stats, &expected);
+    // Read from the bins: the p50 is the middle of one.
+    let p50 = stats["p50_ms"].as_f64().unwrap_or(-1.0);
+    let middle: f64 =
+        db.query_one("SELECT round(duration_bin_ms(duration_bin($1))::numeric, 3)::float8", &[&p50]).await?.get(0);
+    assert_eq!(p50, middle, "the p50 was not read from the rollups: {stats}");
+
+    // Fold the past minutes and hours, pass after pass until none is left unfolded.
+    let unfolded = "SELECT count(*) FROM tool_execution_rollups
+                     WHERE shard <> 0
+                       AND bucket < now() - CASE period WHEN 'minute' THEN interval '2 minutes' ELSE interval '2 hours' END";
+    for _ in 0..10 {
+        assert_eq!(app.sweep().await?.status, 200);
+        if db.query_one(unfolded, &[]).await?.get::<_, i64>(0) == 0 {
+            break;
+        }
+    }
+    assert_eq!(db.query_one(unfolded, &[]).await?.get::<_, i64>(0), 0, "past rollups left unfolded");
+    let folded: i64 = db.query_one("SELECT count(*) FROM tool_execution_rollups WHERE shard = 0", &[]).await?.get(0);
+    assert!(folded > 0, "nothing was folded");
+    let after = get(&app, &format!("/voice-tools/tools/{TOOL}/stats?window=1h")).await?;
+    assert_stats_match(&after, &exact_stats(&db).await?);
+    Ok(())
+}
+
+/// The last hour's figures computed from the executions themselves.
+async fn exact_stats(db: &tokio_postgres::Client) -> Result<Value> {
+    let row = db
+        .query_one(
+            "WITH w AS (SELECT * FROM tool_executions WHERE tool = $1 AND started_at >= now() - interval '1 hour')
+             SELECT jsonb_build_object(
+                 'executions', (SELECT count(*) FROM w),
+                 'outcomes', (SELECT jsonb_object_agg(o, (SELECT count(*) FROM w WHERE outcome = o))
+                                FROM unnest(ARRAY['ok', 'rejected', 'failed', 'crashed', 'cancelled']) AS o),
+                 'p50_ms', (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) FROM w),
+                 'p95_ms', (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) FROM w),
+                 'by_operation', (SELECT jsonb_object_agg(operation, jsonb_build_object(
+                                             'executions', n, 'ok', ok, 'p50_ms', p50, 'p95_ms', p95))
+                                    FROM (SELECT operation, count(*) AS n, count(*) FILTER (WHERE outcome = 'ok') AS ok,
+                                                 percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50,
+                                                 percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95
+                                            FROM w GROUP BY operation) AS o))",
+            &[&TOOL],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Counts equal; each percentile within the bins' width (8%, so 4% either side of the middle)
+/// and the rounding; the timeline adds up to the total.
+fn assert_stats_match(stats: &Value, expected: &Value) {
+    assert_eq!(stats["executions"], expected["executions"], "{stats}");
+    assert_eq!(stats["outcomes"], expected["outcomes"], "{stats}");
+    let close = |got: &Value, exact: &Value, what: &str| {
+        let (got, exact) = (got.as_f64().unwrap_or(-1.0), exact.as_f64().unwrap_or(-2.0));
+        assert!((got - exact).abs() <= exact * 0.041 + 0.001, "{what}: {got} against the exact {exact}\n{stats}");
+    };
+    close(&stats["p50_ms"], &expected["p50_ms"], "p50");
+    close(&stats["p95_ms"], &expected["p95_ms"], "p95");
+    for (operation, figures) in expected["by_operation"].as_object().into_iter().flatten() {
+        let got = &stats["by_operation"][operation];
+        assert_eq!(got["executions"], figures["executions"], "{operation}: {stats}");
+        assert_eq!(got["ok"], figures["ok"], "{operation}: {stats}");
+        close(&got["p50_ms"], &figures["p50_ms"], &format!("{operation} p50"));
+        close(&got["p95_ms"], &figures["p95_ms"], &format!("{operation} p95"));
+    }
+    let timeline: i64 =
+        stats["timeline"].as_array().into_iter().flatten().filter_map(|b| b["executions"].as_i64()).sum();
+    assert_eq!(Some(timeline), stats["executions"].as_i64(), "{stats}");
+}

@@ -32,6 +32,9 @@ const STATEMENT_BUDGET: Duration = Duration::from_secs(2);
 const DELIVERY_BUDGET: Duration = Duration::from_secs(20);
 /// How many times a discard is tried before the sweeper leaves it (and the log says so).
 const MAX_DISCARD_ATTEMPTS: i32 = 5;
+/// Execution rollup rows folded per pass: a busy minute leaves one per tool, operation and
+/// database connection that recorded one, twice (its minute and its hour).
+const ROLLUP_BATCH: i64 = 2000;
 /// Spent nonces, and records of SDK tools' calls, forgotten per pass.
 const NONCE_BATCH: i64 = 1000;
 /// How long an SDK tool's call record is kept after its last change: far longer than any call
@@ -81,9 +84,13 @@ fn batches<T>(clock: Instant, mut take: impl FnMut(i64) -> Result<Vec<T>, StoreE
 }
 
 /// Nonces of signed requests whose window has passed, and the records SDK tools keep of calls
-/// long settled, are of no use any more. Bookkeeping: a failure is logged and left to the next
-/// pass.
+/// long settled, are of no use any more; the execution rollups of past minutes and hours are
+/// folded into one row each (docs/architecture.md, "Tool stats at scale"). Bookkeeping: a
+/// failure is logged and left to the next pass.
 fn forget_bookkeeping(db: &Connection) {
+    if let Err(e) = gatehouse_store::fold_execution_rollups(db, ROLLUP_BATCH) {
+        gatehouse_platform::log_line("warn", &format!("folding the execution rollups: {e}"));
+    }
     if let Err(e) = gatehouse_store::forget_spent_nonces(db, NONCE_BATCH) {
         gatehouse_platform::log_line("warn", &format!("forgetting spent nonces: {e}"));
     }

@@ -11,6 +11,7 @@ use crate::rows::{optional, optional_text, text};
 const RECORD: &str = include_str!("sql/history/record.sql");
 const PAGE: &str = include_str!("sql/history/page.sql");
 const STATS: &str = include_str!("sql/history/stats.sql");
+pub(crate) const FOLD_ROLLUPS: &str = include_str!("sql/history/fold_rollups.sql");
 
 /// One operation a tool component performed, or was meant to: a `tool_executions` row
 /// (docs/architecture.md, "The data model").
@@ -121,6 +122,12 @@ pub fn tool_stats<T: DeserializeOwned>(
 ) -> Result<T, StoreError> {
     let parameters = [text(tool), ParameterValue::Floating64(window_seconds), text(window), text(tenant)];
     optional(db, STATS, &parameters)?.ok_or_else(|| StoreError::Unexpected("the stats query returned nothing".into()))
+}
+
+/// Folds at most `batch` rollup rows of past minutes and hours, each written by one database
+/// backend, into their bucket's one row (migration V20); how many it folded.
+pub fn fold_execution_rollups(db: &Connection, batch: i64) -> Result<i64, StoreError> {
+    Ok(optional(db, FOLD_ROLLUPS, &[ParameterValue::Int64(batch)])?.unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -34,7 +34,8 @@ pub use credentials::{cache_credential, cached_credential, forget_credential};
 pub use error::StoreError;
 pub use health::ping;
 pub use history::{
-    ExecutionCursor, ExecutionFilter, ToolExecution, record_tool_execution, tool_executions, tool_stats,
+    ExecutionCursor, ExecutionFilter, ToolExecution, fold_execution_rollups, record_tool_execution, tool_executions,
+    tool_stats,
 };
 pub use keys::{key_grant, tenant_limit};
 pub use records::{

@@ -121,6 +121,7 @@ mod tests {
             ("sql/session_context_view.sql", include_str!("sql/session_context_view.sql")),
             ("sql/history/page.sql", include_str!("sql/history/page.sql")),
             ("sql/history/stats.sql", include_str!("sql/history/stats.sql")),
+            ("sql/history/fold_rollups.sql", crate::history::FOLD_ROLLUPS),
             ("sql/audit/calls.sql", crate::audit::CALLS),
             ("sql/audit/callbacks.sql", crate::audit::CALLBACKS),
             ("sql/contract/spend_nonce.sql", crate::contract::SPEND_NONCE),
