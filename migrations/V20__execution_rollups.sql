@@ -1,14 +1,14 @@
--- A tool's stats from rollups kept as its executions are written, instead of a sort of every
--- execution in the window on each request (docs/architecture.md, "Tool stats at scale").
+-- A tool's stats from rollups instead of a sort of every execution in the window on each
+-- request (docs/architecture.md, "Tool stats at scale").
 --
--- Each statement that inserts executions adds them, in the same transaction, to one row per
--- (tenant, tool, operation, minute) and one per hour: how many, by outcome, and how many in
--- each duration bin. The bins grow by 8% each from 0.01 ms (`duration_bin`), so a percentile
--- read from them is within 4% of the exact one. A row is written by one database backend only
--- (`shard` is its process id), so concurrent creates never wait on each other's rollup row; the
--- sweeper folds the shards of a past minute or hour into one row (shard 0,
--- `fold_execution_rollups`). The counts are exact at every moment; the stats route reads them
--- for a window with more executions than it sorts itself (crates/store/src/sql/history/stats.sql).
+-- Each statement that inserts executions copies what the stats need of them into an inbox
+-- (`tool_execution_inbox`, a plain insert in the same transaction: no row that others write,
+-- so no create waits on another). The sweeper takes the inbox a batch at a time and adds it to
+-- one row per (tenant, tool, operation, minute) and one per hour (`tool_execution_rollups`):
+-- how many, by outcome, and how many in each duration bin. The bins grow by 8% each from
+-- 0.01 ms (`duration_bin`), so a percentile read from them is within 4% of the exact one.
+-- Taking from the inbox and adding to the rollups is one statement, so a reader sees every
+-- execution once, in one or the other: the counts are exact at every moment.
 
 CREATE TABLE tool_execution_rollups (
     tenant_id  text        NOT NULL,
@@ -16,7 +16,6 @@ CREATE TABLE tool_execution_rollups (
     period     text        NOT NULL CONSTRAINT tool_execution_rollups_period_known CHECK (period IN ('minute', 'hour')),
     bucket     timestamptz NOT NULL,
     operation  text        NOT NULL,
-    shard      integer     NOT NULL,
     executions int8        NOT NULL,
     ok         int8        NOT NULL,
     rejected   int8        NOT NULL,
@@ -25,11 +24,22 @@ CREATE TABLE tool_execution_rollups (
     cancelled  int8        NOT NULL,
     -- durations[i]: the executions whose duration fell in bin i, up to the highest bin used.
     durations  int8[]      NOT NULL,
-    PRIMARY KEY (tenant_id, tool, period, bucket, operation, shard)
+    PRIMARY KEY (tenant_id, tool, period, bucket, operation)
 );
 
--- The rows the sweeper still has to fold.
-CREATE INDEX tool_execution_rollups_unfolded_idx ON tool_execution_rollups (bucket) WHERE shard <> 0;
+-- Executions not yet added to the rollups: a few seconds' worth while the sweeper runs.
+CREATE TABLE tool_execution_inbox (
+    tenant_id   text             NOT NULL,
+    tool        text             NOT NULL,
+    operation   text             NOT NULL,
+    started_at  timestamptz      NOT NULL,
+    duration_ms double precision NOT NULL,
+    outcome     text             NOT NULL
+);
+
+-- The stats route reads a tenant's tool's part of it (when the sweeper is behind or off, the
+-- inbox is as long as it is behind).
+CREATE INDEX tool_execution_inbox_tool_idx ON tool_execution_inbox (tenant_id, tool, started_at);
 
 -- The duration bin of `ms`: bin 1 below 0.0108 ms, each next bin 8% wider, the last (300)
 -- from about 28 hours.
@@ -53,17 +63,9 @@ CREATE FUNCTION histogram_add(a int8[], b int8[])
 RETURNS int8[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
-DECLARE
-    longer int8[] := CASE WHEN cardinality(a) >= cardinality(b) THEN a ELSE b END;
-    shorter int8[] := CASE WHEN cardinality(a) >= cardinality(b) THEN b ELSE a END;
 BEGIN
-    IF a IS NULL OR b IS NULL THEN
-        RETURN COALESCE(a, b, '{}');
-    END IF;
-    FOR i IN 1 .. cardinality(shorter) LOOP
-        longer[i] := longer[i] + shorter[i];
-    END LOOP;
-    RETURN longer;
+    RETURN (SELECT COALESCE(array_agg(COALESCE(x, 0) + COALESCE(y, 0) ORDER BY k), '{}')
+              FROM unnest(a, b) WITH ORDINALITY AS u(x, y, k));
 END
 $$;
 
@@ -84,15 +86,16 @@ BEGIN
 END
 $$;
 
--- Adds `executions` to the rollups as `shard`'s rows: the trigger's, a backend's own (its
--- process id); the backfill's (V21), 0.
-CREATE FUNCTION roll_up_executions(executions tool_executions[], shard integer)
+-- Adds `added` to the rollups: the sweeper's fold (crates/store/src/sql/history/fold_rollups.sql)
+-- and the backfill (V21).
+CREATE FUNCTION roll_up_executions(added tool_execution_inbox[])
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
-    INSERT INTO tool_execution_rollups AS r (tenant_id, tool, period, bucket, operation, shard, executions, ok,
-                                             rejected, failed, crashed, cancelled, durations)
-    SELECT g.tenant_id, g.tool, g.period, g.bucket, g.operation, shard, sum(g.n), sum(g.ok), sum(g.rejected),
+BEGIN
+    INSERT INTO tool_execution_rollups AS r (tenant_id, tool, period, bucket, operation, executions, ok, rejected,
+                                             failed, crashed, cancelled, durations)
+    SELECT g.tenant_id, g.tool, g.period, g.bucket, g.operation, sum(g.n), sum(g.ok), sum(g.rejected),
            sum(g.failed), sum(g.crashed), sum(g.cancelled), histogram_of(array_agg(g.bin), array_agg(g.n))
       FROM (SELECT a.tenant_id, a.tool, p.period, date_trunc(p.period, a.started_at, 'UTC') AS bucket, a.operation,
                    duration_bin(a.duration_ms) AS bin, count(*) AS n,
@@ -101,25 +104,30 @@ AS $$
                    count(*) FILTER (WHERE a.outcome = 'failed') AS failed,
                    count(*) FILTER (WHERE a.outcome = 'crashed') AS crashed,
                    count(*) FILTER (WHERE a.outcome = 'cancelled') AS cancelled
-              FROM unnest(executions) AS a CROSS JOIN (VALUES ('minute'), ('hour')) AS p(period)
+              FROM unnest(added) AS a CROSS JOIN (VALUES ('minute'), ('hour')) AS p(period)
              GROUP BY 1, 2, 3, 4, 5, 6) AS g
      GROUP BY g.tenant_id, g.tool, g.period, g.bucket, g.operation
-    ON CONFLICT (tenant_id, tool, period, bucket, operation, shard) DO UPDATE
+     -- Concurrent folds lock the rows they add to in the same order, so neither waits on the
+     -- other in a circle.
+     ORDER BY g.tenant_id, g.tool, g.period, g.bucket, g.operation
+    ON CONFLICT (tenant_id, tool, period, bucket, operation) DO UPDATE
        SET executions = r.executions + excluded.executions,
            ok = r.ok + excluded.ok,
            rejected = r.rejected + excluded.rejected,
            failed = r.failed + excluded.failed,
            crashed = r.crashed + excluded.crashed,
            cancelled = r.cancelled + excluded.cancelled,
-           durations = histogram_add(r.durations, excluded.durations)
+           durations = histogram_add(r.durations, excluded.durations);
+END
 $$;
 
-CREATE FUNCTION roll_up_tool_executions()
+CREATE FUNCTION copy_tool_executions_to_inbox()
 RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
-    PERFORM roll_up_executions((SELECT array_agg(ROW(a.*)::tool_executions) FROM added AS a), pg_backend_pid());
+    INSERT INTO tool_execution_inbox (tenant_id, tool, operation, started_at, duration_ms, outcome)
+    SELECT a.tenant_id, a.tool, a.operation, a.started_at, a.duration_ms, a.outcome FROM added AS a;
     RETURN NULL;
 END
 $$;
@@ -127,10 +135,10 @@ $$;
 -- Creating the trigger waits for the statements inserting executions to end, and every later
 -- one fires it: the executions up to the highest id now are the ones the backfill (V21) adds,
 -- after this migration's commit, without holding up the API's inserts meanwhile.
-CREATE TRIGGER tool_executions_roll_up
+CREATE TRIGGER tool_executions_to_inbox
     AFTER INSERT ON tool_executions
     REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION roll_up_tool_executions();
+    FOR EACH STATEMENT EXECUTE FUNCTION copy_tool_executions_to_inbox();
 
 CREATE TABLE tool_execution_rollups_backfill AS
 SELECT COALESCE(max(execution_id), 0) AS up_to_execution_id FROM tool_executions;

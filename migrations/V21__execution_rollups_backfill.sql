@@ -1,7 +1,7 @@
 -- The executions recorded before the rollups existed (V20), added to them in batches of
--- 100,000 by id. This transaction reads `tool_executions` without blocking its inserts, and
--- writes only the rollups' shard-0 rows, which only the sweeper's fold writes too; both add to
--- a row, so either may come first (docs/deploying.md, "Upgrading").
+-- 100,000 by id. This transaction reads `tool_executions` without blocking its inserts; it
+-- adds to the rollups as the sweeper's fold does, so either may come first (docs/deploying.md,
+-- "Upgrading").
 DO $$
 DECLARE
     up_to int8 := (SELECT up_to_execution_id FROM tool_execution_rollups_backfill);
@@ -9,9 +9,10 @@ DECLARE
 BEGIN
     WHILE done < up_to LOOP
         PERFORM roll_up_executions(
-            (SELECT array_agg(e) FROM tool_executions e
-              WHERE e.execution_id > done AND e.execution_id <= least(done + 100000, up_to)),
-            0);
+            (SELECT array_agg(ROW(e.tenant_id, e.tool, e.operation, e.started_at, e.duration_ms,
+                                  e.outcome)::tool_execution_inbox)
+               FROM tool_executions e
+              WHERE e.execution_id > done AND e.execution_id <= least(done + 100000, up_to)));
         done := done + 100000;
     END LOOP;
 END

@@ -124,8 +124,8 @@ pub fn tool_stats<T: DeserializeOwned>(
     optional(db, STATS, &parameters)?.ok_or_else(|| StoreError::Unexpected("the stats query returned nothing".into()))
 }
 
-/// Folds at most `batch` rollup rows of past minutes and hours, each written by one database
-/// backend, into their bucket's one row (migration V20); how many it folded.
+/// Adds at most `batch` executions from the inbox to the rollups (migration V20); how many it
+/// added.
 pub fn fold_execution_rollups(db: &Connection, batch: i64) -> Result<i64, StoreError> {
     Ok(optional(db, FOLD_ROLLUPS, &[ParameterValue::Int64(batch)])?.unwrap_or(0))
 }

@@ -7,7 +7,8 @@
 --
 -- Where the figures come from (docs/architecture.md, "Tool stats at scale"): the rollups
 -- (migration V20) count the window's executions first, from its whole hours, the minutes around
--- them and the executions of its first, partial minute. Up to 10,000, every figure is then
+-- them, the executions the sweeper has not added to them yet and the executions of the
+-- window's first, partial minute. Up to 10,000, every figure is then
 -- computed from the executions themselves, exactly. Beyond, from the rollups: the counts stay
 -- exact, a percentile is read from the duration bins (within 4%), and the timeline places a
 -- rollup by the start of its minute or hour. The request then reads a few hundred rows however
@@ -41,6 +42,13 @@ WITH edges AS (
       FROM tool_execution_rollups r
      WHERE r.tenant_id = $4 AND r.tool = $1 AND r.period = 'minute' AND (SELECT has_hours FROM edges)
        AND r.bucket >= (SELECT last_hour FROM edges)
+    UNION ALL
+    -- The executions the sweeper has not added to the rollups yet.
+    SELECT i.operation, i.started_at, 1, (i.outcome = 'ok')::int, (i.outcome = 'rejected')::int,
+           (i.outcome = 'failed')::int, (i.outcome = 'crashed')::int, (i.outcome = 'cancelled')::int,
+           i.duration_ms, NULL
+      FROM tool_execution_inbox i
+     WHERE i.tenant_id = $4 AND i.tool = $1 AND i.started_at >= (SELECT first_minute FROM edges)
     UNION ALL
     SELECT x.operation, x.started_at, 1, (x.outcome = 'ok')::int, (x.outcome = 'rejected')::int,
            (x.outcome = 'failed')::int, (x.outcome = 'crashed')::int, (x.outcome = 'cancelled')::int,
