@@ -161,6 +161,17 @@ async fn bench_seeds_calls_and_executions_and_tops_them_up() -> Result<()> {
         .await?
         .get(0);
     ensure!(recent >= 3000, "{recent} executions in the last day");
+    // Added to the stats' rollups, as the sweeper would have: none left waiting.
+    let rolled = db
+        .query_one(
+            "SELECT (SELECT count(*) FROM tool_execution_inbox),
+                    (SELECT sum(executions)::int8 FROM tool_execution_rollups WHERE period = 'hour'),
+                    (SELECT count(*) FROM tool_executions)",
+            &[],
+        )
+        .await?;
+    let (waiting, rolled_up, recorded): (i64, i64, i64) = (rolled.get(0), rolled.get(1), rolled.get(2));
+    ensure!(waiting == 0 && rolled_up == recorded, "{waiting} waiting, {rolled_up} rolled up of {recorded}");
 
     let second = seed("600", "3000");
     let printed = gatehouse(&second.iter().map(String::as_str).collect::<Vec<_>>(), &database.url)?;

@@ -15,6 +15,10 @@ use crate::lifecycle::{FUNCTION, TOOL};
 
 const SEED_CALLS_SQL: &str = include_str!("sql/seed_calls.sql");
 const SEED_EXECUTIONS_SQL: &str = include_str!("sql/seed_executions.sql");
+/// The sweeper's statement that adds recorded executions to the stats' rollups.
+const FOLD_ROLLUPS_SQL: &str = include_str!("../../store/src/sql/history/fold_rollups.sql");
+/// Executions the seeding adds to the rollups per statement.
+const FOLD_BATCH: i64 = 100_000;
 
 /// Seeded calls' ids: `tc_5eed` and eight hex digits (their number).
 const SEEDED_IDS: (&str, &str) = ("tc_5eed", "tc_5eee");
@@ -70,11 +74,29 @@ pub(crate) async fn seed(database_url: &str, plan: &SeedPlan) -> Result<()> {
         println!("seed: {} of {} executions in the last day ({rate:.0} rows/s)", recent + made, plan.executions);
     }
     if next > seeded_calls || made > 0 {
+        roll_up(&db).await?;
         db.batch_execute("ANALYZE tool_calls; ANALYZE tool_executions; ANALYZE callback_attempts")
             .await
             .context("analyzing the seeded tables")?;
     }
     print_sizes(&db).await
+}
+
+/// Adds the seeded executions to the stats' rollups, as the sweeper would have long since.
+async fn roll_up(db: &tokio_postgres::Client) -> Result<()> {
+    let started = Instant::now();
+    let mut added = 0;
+    loop {
+        let row = db.query_one(FOLD_ROLLUPS_SQL, &[&FOLD_BATCH]).await.context("adding executions to the rollups")?;
+        let batch: i64 = row.get(0);
+        added += batch;
+        if batch < FOLD_BATCH {
+            break;
+        }
+    }
+    let rate = added as f64 / started.elapsed().as_secs_f64();
+    println!("seed: {added} executions added to the rollups ({rate:.0} rows/s)");
+    Ok(())
 }
 
 /// How many calls are seeded: the highest seeded id's number plus one, by the primary key.
