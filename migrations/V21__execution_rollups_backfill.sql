@@ -19,3 +19,5 @@ END
 $$;
 
 DROP TABLE tool_execution_rollups_backfill;
+-- So that the stats route's first plans know the rollups' size.
+ANALYZE tool_execution_rollups;

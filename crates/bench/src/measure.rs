@@ -11,7 +11,7 @@ use crate::scenario::Scenario;
 use crate::sessions::{BENCH_LARGE_SESSION, BENCH_SESSION};
 use crate::setup::Setup;
 use crate::timing::ms;
-use crate::{cpu, lifecycle, query};
+use crate::{cpu, lifecycle, query, seed};
 
 /// One scenario at one concurrency level.
 pub(crate) struct Measured {
@@ -56,6 +56,10 @@ pub(crate) async fn measure_all(
     let (args, base, token) = (&setup.args, setup.base.as_str(), setup.token.as_str());
     let mut measured = Vec::new();
     for &scenario in setup.scenarios.iter().filter(|s| s.is_http()) {
+        if let (Scenario::Stats, Some(database_url)) = (scenario, &setup.database_url) {
+            // What earlier scenarios recorded, added to the rollups as the sweeper would have.
+            seed::roll_up_at(database_url).await?;
+        }
         for &concurrency in &args.concurrency {
             let work = match (scenario, lifecycle) {
                 (Scenario::Health, _) => get_work(client, format!("{base}/health"), None),

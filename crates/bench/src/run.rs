@@ -41,22 +41,26 @@ pub async fn run(args: BenchArgs, harness: &impl Harness) -> Result<()> {
             setup.database_url = std::env::var("DATABASE_URL").ok();
             on_clients(&clients, setup).await
         }
-        None => {
-            let running = harness.start().await?;
-            setup.base = format!("http://{}", running.address());
-            setup.token = harness.dev_token().to_owned();
-            setup.database_url = Some(running.database_url().to_owned());
-            let measured = match in_process_watched(running.database_url()).await {
-                Ok(mut watched) => {
-                    watched.append(&mut setup.watched);
-                    setup.watched = watched;
-                    on_clients(&clients, setup).await
-                }
-                Err(e) => Err(e),
-            };
-            let stopped = running.stop().await;
-            measured.and(stopped)
-        }
+        // No `?` while the clients' runtime is held: dropped here, inside this task, it would
+        // panic instead of saying what failed.
+        None => match harness.start().await {
+            Err(e) => Err(e),
+            Ok(running) => {
+                setup.base = format!("http://{}", running.address());
+                setup.token = harness.dev_token().to_owned();
+                setup.database_url = Some(running.database_url().to_owned());
+                let measured = match in_process_watched(running.database_url()).await {
+                    Ok(mut watched) => {
+                        watched.append(&mut setup.watched);
+                        setup.watched = watched;
+                        on_clients(&clients, setup).await
+                    }
+                    Err(e) => Err(e),
+                };
+                let stopped = running.stop().await;
+                measured.and(stopped)
+            }
+        },
     };
     // Whatever a failed run left on the clients' runtime (a relay, a connection) ends with it.
     clients.shutdown_background();

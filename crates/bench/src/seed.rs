@@ -75,11 +75,20 @@ pub(crate) async fn seed(database_url: &str, plan: &SeedPlan) -> Result<()> {
     }
     if next > seeded_calls || made > 0 {
         roll_up(&db).await?;
-        db.batch_execute("ANALYZE tool_calls; ANALYZE tool_executions; ANALYZE callback_attempts")
-            .await
-            .context("analyzing the seeded tables")?;
+        db.batch_execute(
+            "ANALYZE tool_calls; ANALYZE tool_executions; ANALYZE callback_attempts; ANALYZE tool_execution_rollups",
+        )
+        .await
+        .context("analyzing the seeded tables")?;
     }
     print_sizes(&db).await
+}
+
+/// Adds the executions recorded so far to the stats' rollups, as the sweeper does every few
+/// seconds (the benchmark's application runs none, so that each route is measured alone).
+pub(crate) async fn roll_up_at(database_url: &str) -> Result<()> {
+    let (db, _driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting to roll up")?;
+    roll_up(&db).await
 }
 
 /// Adds the seeded executions to the stats' rollups, as the sweeper would have long since.
