@@ -69,8 +69,6 @@ BEGIN
 END
 $$;
 
-CREATE AGGREGATE histogram_sum(int8[]) (SFUNC = histogram_add, STYPE = int8[], INITCOND = '{}');
-
 -- The histogram of executions counted by bin: counts[k] executions in bins[k].
 CREATE FUNCTION histogram_of(bins integer[], counts int8[])
 RETURNS int8[]
