@@ -84,6 +84,29 @@ BEGIN
 END
 $$;
 
+-- `added` summed up per (tenant, tool, operation) and `period` ('minute' or 'hour'): what a
+-- rollup row holds. The sweeper's fold adds these to the rollups (`roll_up_executions`), and the
+-- stats route sums the executions not yet folded the same way (crates/store/src/sql/history/stats.sql).
+CREATE FUNCTION execution_rollup_rows(added tool_execution_inbox[], period text)
+RETURNS TABLE (tenant_id text, tool text, bucket timestamptz, operation text, executions int8, ok int8,
+               rejected int8, failed int8, crashed int8, cancelled int8, durations int8[])
+LANGUAGE sql STABLE
+AS $$
+    SELECT g.tenant_id, g.tool, g.bucket, g.operation, sum(g.n)::int8, sum(g.ok)::int8, sum(g.rejected)::int8,
+           sum(g.failed)::int8, sum(g.crashed)::int8, sum(g.cancelled)::int8,
+           histogram_of(array_agg(g.bin), array_agg(g.n))
+      FROM (SELECT a.tenant_id, a.tool, date_trunc(period, a.started_at, 'UTC') AS bucket, a.operation,
+                   duration_bin(a.duration_ms) AS bin, count(*) AS n,
+                   count(*) FILTER (WHERE a.outcome = 'ok') AS ok,
+                   count(*) FILTER (WHERE a.outcome = 'rejected') AS rejected,
+                   count(*) FILTER (WHERE a.outcome = 'failed') AS failed,
+                   count(*) FILTER (WHERE a.outcome = 'crashed') AS crashed,
+                   count(*) FILTER (WHERE a.outcome = 'cancelled') AS cancelled
+              FROM unnest(added) AS a
+             GROUP BY 1, 2, 3, 4, 5) AS g
+     GROUP BY g.tenant_id, g.tool, g.bucket, g.operation
+$$;
+
 -- Adds `added` to the rollups: the sweeper's fold (crates/store/src/sql/history/fold_rollups.sql)
 -- and the backfill (V21).
 CREATE FUNCTION roll_up_executions(added tool_execution_inbox[])
@@ -93,21 +116,13 @@ AS $$
 BEGIN
     INSERT INTO tool_execution_rollups AS r (tenant_id, tool, period, bucket, operation, executions, ok, rejected,
                                              failed, crashed, cancelled, durations)
-    SELECT g.tenant_id, g.tool, g.period, g.bucket, g.operation, sum(g.n), sum(g.ok), sum(g.rejected),
-           sum(g.failed), sum(g.crashed), sum(g.cancelled), histogram_of(array_agg(g.bin), array_agg(g.n))
-      FROM (SELECT a.tenant_id, a.tool, p.period, date_trunc(p.period, a.started_at, 'UTC') AS bucket, a.operation,
-                   duration_bin(a.duration_ms) AS bin, count(*) AS n,
-                   count(*) FILTER (WHERE a.outcome = 'ok') AS ok,
-                   count(*) FILTER (WHERE a.outcome = 'rejected') AS rejected,
-                   count(*) FILTER (WHERE a.outcome = 'failed') AS failed,
-                   count(*) FILTER (WHERE a.outcome = 'crashed') AS crashed,
-                   count(*) FILTER (WHERE a.outcome = 'cancelled') AS cancelled
-              FROM unnest(added) AS a CROSS JOIN (VALUES ('minute'), ('hour')) AS p(period)
-             GROUP BY 1, 2, 3, 4, 5, 6) AS g
-     GROUP BY g.tenant_id, g.tool, g.period, g.bucket, g.operation
+    SELECT g.tenant_id, g.tool, p.period, g.bucket, g.operation, g.executions, g.ok, g.rejected, g.failed,
+           g.crashed, g.cancelled, g.durations
+      FROM (VALUES ('minute'), ('hour')) AS p(period)
+     CROSS JOIN LATERAL execution_rollup_rows(added, p.period) AS g
      -- Concurrent folds lock the rows they add to in the same order, so neither waits on the
      -- other in a circle.
-     ORDER BY g.tenant_id, g.tool, g.period, g.bucket, g.operation
+     ORDER BY g.tenant_id, g.tool, p.period, g.bucket, g.operation
     ON CONFLICT (tenant_id, tool, period, bucket, operation) DO UPDATE
        SET executions = r.executions + excluded.executions,
            ok = r.ok + excluded.ok,

@@ -43,19 +43,19 @@ WITH edges AS (
      WHERE r.tenant_id = $4 AND r.tool = $1 AND r.period = 'minute' AND (SELECT has_hours FROM edges)
        AND r.bucket >= (SELECT last_hour FROM edges)
     UNION ALL
-    -- The executions the sweeper has not added to the rollups yet.
-    SELECT i.operation, i.started_at, 1, (i.outcome = 'ok')::int, (i.outcome = 'rejected')::int,
-           (i.outcome = 'failed')::int, (i.outcome = 'crashed')::int, (i.outcome = 'cancelled')::int,
-           i.duration_ms, NULL
-      FROM tool_execution_inbox i
-     WHERE i.tenant_id = $4 AND i.tool = $1 AND i.started_at >= (SELECT first_minute FROM edges)
-    UNION ALL
-    SELECT x.operation, x.started_at, 1, (x.outcome = 'ok')::int, (x.outcome = 'rejected')::int,
-           (x.outcome = 'failed')::int, (x.outcome = 'crashed')::int, (x.outcome = 'cancelled')::int,
-           x.duration_ms, NULL
-      FROM tool_executions x
-     WHERE x.tenant_id = $4 AND x.tool = $1 AND x.started_at >= (SELECT since FROM edges)
-       AND x.started_at < (SELECT first_minute FROM edges)
+    -- The executions the sweeper has not added to the rollups yet, and those of the window's
+    -- first, partial minute, summed up by minute as the rollups are.
+    SELECT x.operation, x.bucket, x.executions, x.ok, x.rejected, x.failed, x.crashed, x.cancelled, NULL,
+           x.durations
+      FROM execution_rollup_rows(ARRAY(
+               SELECT ROW(i.tenant_id, i.tool, i.operation, i.started_at, i.duration_ms, i.outcome)::tool_execution_inbox
+                 FROM tool_execution_inbox i
+                WHERE i.tenant_id = $4 AND i.tool = $1 AND i.started_at >= (SELECT first_minute FROM edges)
+               UNION ALL
+               SELECT ROW(e.tenant_id, e.tool, e.operation, e.started_at, e.duration_ms, e.outcome)::tool_execution_inbox
+                 FROM tool_executions e
+                WHERE e.tenant_id = $4 AND e.tool = $1 AND e.started_at >= (SELECT since FROM edges)
+                  AND e.started_at < (SELECT first_minute FROM edges)), 'minute') AS x
 ), exact AS (
     SELECT COALESCE(sum(executions), 0) <= 10000 AS exact FROM rolled
 ), w AS (
@@ -70,15 +70,10 @@ WITH edges AS (
     SELECT r.* FROM rolled r WHERE NOT (SELECT exact FROM exact)
 ), binned AS (
     -- From the rollups: how many executions of each operation fell in each duration bin.
-    SELECT operation, bin, sum(n) AS n
-      FROM (SELECT w.operation, u.bin::int AS bin, u.n
-              FROM w, unnest(w.durations) WITH ORDINALITY AS u(n, bin)
-             WHERE u.n > 0
-            UNION ALL
-            SELECT w.operation, duration_bin(w.duration_ms), 1
-              FROM w
-             WHERE w.duration_ms IS NOT NULL AND NOT (SELECT exact FROM exact)) AS each_bin
-     GROUP BY operation, bin
+    SELECT w.operation, u.bin::int AS bin, sum(u.n) AS n
+      FROM w, unnest(w.durations) WITH ORDINALITY AS u(n, bin)
+     WHERE u.n > 0
+     GROUP BY w.operation, u.bin
 ), percentiles AS (
     -- Each operation's p50 and p95 from its bins, and all operations' (operation NULL): the
     -- middle of the bin where the running count reaches the share.
