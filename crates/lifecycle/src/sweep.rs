@@ -73,30 +73,40 @@ pub async fn sweep(ctx: &Ctx) -> Result<Outcome<SweepReport>, ApiError> {
 /// [`MAX_BATCHES`] and while the pass's [`STATEMENT_BUDGET`] lasts.
 fn batches<T>(clock: Instant, mut take: impl FnMut(i64) -> Result<Vec<T>, StoreError>) -> Result<Vec<T>, ApiError> {
     let mut all = Vec::new();
-    for _ in 0..MAX_BATCHES {
-        let batch = take(BATCH)?;
-        let full = usize::try_from(BATCH).is_ok_and(|size| batch.len() >= size);
+    while_full(clock, BATCH, |size| {
+        let batch = take(size)?;
+        let taken = batch.len();
         all.extend(batch);
+        Ok(taken)
+    })?;
+    Ok(all)
+}
+
+/// Runs `take` with `size` again while it answers that it handled a full batch, up to
+/// [`MAX_BATCHES`] and while the pass's [`STATEMENT_BUDGET`] lasts.
+fn while_full(
+    clock: Instant,
+    size: i64,
+    mut take: impl FnMut(i64) -> Result<usize, StoreError>,
+) -> Result<(), StoreError> {
+    for _ in 0..MAX_BATCHES {
+        let taken = take(size)?;
+        let full = usize::try_from(size).is_ok_and(|size| taken >= size);
         if !full || clock.elapsed() >= STATEMENT_BUDGET {
             break;
         }
     }
-    Ok(all)
+    Ok(())
 }
 
 /// Adds the executions recorded since the last pass to the rollups (docs/architecture.md,
 /// "Tool stats at scale"), batch after batch while they come back full and the pass's time
 /// for statements lasts. Bookkeeping: a failure is logged and left to the next pass.
 fn roll_up_executions(db: &Connection, clock: Instant) {
-    for _ in 0..MAX_BATCHES {
-        match gatehouse_store::fold_execution_rollups(db, ROLLUP_BATCH) {
-            Ok(added) if added >= ROLLUP_BATCH && clock.elapsed() < STATEMENT_BUDGET => continue,
-            Ok(_) => break,
-            Err(e) => {
-                gatehouse_platform::log_line("warn", &format!("adding executions to the rollups: {e}"));
-                break;
-            }
-        }
+    let added =
+        |size| gatehouse_store::fold_execution_rollups(db, size).map(|added| usize::try_from(added).unwrap_or(0));
+    if let Err(e) = while_full(clock, ROLLUP_BATCH, added) {
+        gatehouse_platform::log_line("warn", &format!("adding executions to the rollups: {e}"));
     }
 }
 
