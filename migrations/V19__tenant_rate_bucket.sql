@@ -10,9 +10,22 @@
 
 ALTER TABLE tenants ADD COLUMN IF NOT EXISTS create_tat timestamptz;
 
+-- Whether the tenant holds `max_pending` waiting PENDING calls over all its sessions: counted
+-- up to the limit only, through an index, so a full tenant costs no more than a busy one.
+CREATE FUNCTION tenant_pending_reaches(tenant text, max_pending integer)
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $$
+    SELECT count(*) >= max_pending
+      FROM (SELECT 1 FROM tool_calls o
+             WHERE o.tenant_id = tenant AND o.status = 'PENDING' AND o.expires_at > now()
+             LIMIT max_pending) AS open
+$$;
+
 -- The create's check, inside its insert statement: exact under concurrency, because a
--- limited tenant's creates take turns on its row's lock, held to their commit. An admitted
--- create moves the bucket; a refused one changes nothing.
+-- limited tenant's creates take turns on its row's lock, held to their commit, and each counts
+-- what the others committed. An admitted create moves the bucket; a refused one changes
+-- nothing.
 CREATE OR REPLACE FUNCTION tenant_limit_met(tenant text)
 RETURNS text
 LANGUAGE plpgsql VOLATILE
@@ -21,13 +34,13 @@ DECLARE
     per_second integer;
     max_pending integer;
     next_tat timestamptz;
-    at_now timestamptz := clock_timestamp();
+    at_now timestamptz;
 BEGIN
     SELECT t.creates_per_second, t.max_pending_calls INTO per_second, max_pending FROM tenants t WHERE t.id = tenant;
     IF per_second IS NULL AND max_pending IS NULL THEN
         RETURN NULL;
     END IF;
-    SELECT greatest(t.create_tat, at_now) INTO next_tat FROM tenants t WHERE t.id = tenant FOR NO KEY UPDATE;
+    SELECT t.create_tat INTO next_tat FROM tenants t WHERE t.id = tenant FOR NO KEY UPDATE;
     at_now := clock_timestamp();
     IF per_second IS NOT NULL THEN
         next_tat := greatest(next_tat, at_now) + interval '1 second' / per_second;
@@ -35,10 +48,7 @@ BEGIN
             RETURN 'rate_limited';
         END IF;
     END IF;
-    IF max_pending IS NOT NULL AND (
-        SELECT count(*) FROM (SELECT 1 FROM tool_calls o
-                               WHERE o.tenant_id = tenant AND o.status = 'PENDING' AND o.expires_at > now()
-                               LIMIT max_pending) AS open) >= max_pending THEN
+    IF max_pending IS NOT NULL AND tenant_pending_reaches(tenant, max_pending) THEN
         RETURN 'tenant_full';
     END IF;
     IF per_second IS NOT NULL THEN
@@ -58,11 +68,7 @@ AS $$
              WHEN t.creates_per_second IS NOT NULL
                   AND t.create_tat > clock_timestamp() + interval '1 second' - interval '1 second' / t.creates_per_second
                THEN 'rate_limited'
-             WHEN t.max_pending_calls IS NOT NULL
-                  AND (SELECT count(*) FROM (SELECT 1 FROM tool_calls o
-                                              WHERE o.tenant_id = tenant AND o.status = 'PENDING'
-                                                AND o.expires_at > now()
-                                              LIMIT t.max_pending_calls) AS open) >= t.max_pending_calls
+             WHEN t.max_pending_calls IS NOT NULL AND tenant_pending_reaches(tenant, t.max_pending_calls)
                THEN 'tenant_full'
            END
       FROM tenants t
