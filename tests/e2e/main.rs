@@ -25,6 +25,7 @@ mod mcp;
 mod openapi;
 mod pinned_hosts;
 mod properties;
+mod retention;
 mod rotation;
 mod runner_fidelity;
 mod scale_out;

@@ -51,4 +51,12 @@ pub struct BenchArgs {
     /// The days the seeded calls' sessions spread over, ending an hour ago.
     #[arg(long, default_value_t = 30.0)]
     pub seed_days: f64,
+    /// After seeding, apply the sweeper's retention with this many days of history (the
+    /// executions', callback attempts' and rollups' day partitions older are dropped), then
+    /// print the database's size again. 0 keeps everything.
+    #[arg(long, value_name = "DAYS")]
+    pub retain_history_days: Option<i32>,
+    /// With --retain-history-days: the days of final calls kept (0 keeps everything).
+    #[arg(long, value_name = "DAYS", default_value_t = 0, requires = "retain_history_days")]
+    pub retain_calls_days: i32,
 }

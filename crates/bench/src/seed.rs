@@ -19,6 +19,14 @@ const SEED_EXECUTIONS_SQL: &str = include_str!("sql/seed_executions.sql");
 const FOLD_ROLLUPS_SQL: &str = include_str!("../../store/src/sql/history/fold_rollups.sql");
 /// Executions the seeding adds to the rollups per statement.
 const FOLD_BATCH: i64 = 100_000;
+/// The sweeper's retention statements (docs/architecture.md, "Retention").
+const KEEP_PARTITIONS_SQL: &str = include_str!("../../store/src/sql/retention/keep_partitions.sql");
+const FORGET_FINAL_CALLS_SQL: &str = include_str!("../../store/src/sql/retention/forget_final_calls.sql");
+/// Final calls the retention run forgets per statement (the sweeper takes 1,000 a statement,
+/// twenty statements a pass).
+const FORGET_BATCH: i64 = 10_000;
+/// The history's day partitions created ahead, as the sweeper does.
+const PARTITION_DAYS_AHEAD: i32 = 7;
 
 /// Seeded calls' ids: `tc_5eed` and eight hex digits (their number).
 const SEEDED_IDS: (&str, &str) = ("tc_5eed", "tc_5eee");
@@ -44,6 +52,13 @@ pub(crate) struct SeedPlan {
 /// Tops the seeded data up to `plan`, printing its progress, and then the database's size.
 pub(crate) async fn seed(database_url: &str, plan: &SeedPlan) -> Result<()> {
     let (db, _driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting to seed")?;
+    // The seeded days' partitions first, so that their rows do not land in the default one.
+    db.execute(
+        "SELECT create_history_partitions((now() - make_interval(secs => $1))::date, now()::date + 1)",
+        &[&(plan.days * 86_400.0 + 7_200.0)],
+    )
+    .await
+    .context("creating the seeded days' partitions")?;
     let seeded_calls = seeded_calls(&db).await?;
     let mut next = seeded_calls;
     let started = Instant::now();
@@ -108,6 +123,42 @@ async fn roll_up(db: &tokio_postgres::Client) -> Result<()> {
     Ok(())
 }
 
+/// Applies the sweeper's retention once, as far as it goes, printing how long its statements
+/// took and the database's size after.
+pub(crate) async fn apply_retention(database_url: &str, history_days: i32, calls_days: i32) -> Result<()> {
+    let (db, _driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting for retention")?;
+    let started = Instant::now();
+    let kept = db
+        .query_one(KEEP_PARTITIONS_SQL, &[&PARTITION_DAYS_AHEAD, &history_days])
+        .await
+        .context("keeping the history's partitions")?;
+    let kept: serde_json::Value = kept.get(0);
+    println!("retention: partitions {kept} in {:.1} ms", started.elapsed().as_secs_f64() * 1000.0);
+    if calls_days > 0 {
+        let started = Instant::now();
+        let (mut forgotten, mut longest) = (0, 0.0_f64);
+        loop {
+            let statement = Instant::now();
+            let row = db
+                .query_one(FORGET_FINAL_CALLS_SQL, &[&calls_days, &FORGET_BATCH])
+                .await
+                .context("forgetting final calls")?;
+            longest = longest.max(statement.elapsed().as_secs_f64());
+            let batch: i64 = row.get(0);
+            forgotten += batch;
+            if batch < FORGET_BATCH {
+                break;
+            }
+        }
+        let rate = forgotten as f64 / started.elapsed().as_secs_f64();
+        println!(
+            "retention: {forgotten} final calls forgotten ({rate:.0} calls/s, longest statement {:.0} ms for {FORGET_BATCH})",
+            longest * 1000.0
+        );
+    }
+    print_sizes(&db).await
+}
+
 /// How many calls are seeded: the highest seeded id's number plus one, by the primary key.
 async fn seeded_calls(db: &tokio_postgres::Client) -> Result<u64> {
     let row = db
@@ -135,15 +186,19 @@ async fn recent_executions(db: &tokio_postgres::Client) -> Result<u64> {
     Ok(row.get::<_, i64>(0) as u64)
 }
 
-/// The rows and bytes on disk (indexes and TOAST included) of the tables that grow with calls.
+/// The rows and bytes on disk (indexes and TOAST included, every partition's) of the tables
+/// that grow with calls.
 async fn print_sizes(db: &tokio_postgres::Client) -> Result<()> {
     let rows = db
         .query(
-            "SELECT c.relname::text, c.reltuples::int8, pg_total_relation_size(c.oid),
+            "SELECT t.name, sum(greatest(c.reltuples, 0))::int8, sum(pg_total_relation_size(p.relid))::int8,
                     pg_database_size(current_database())
-               FROM pg_class c
-              WHERE c.relname IN ('tool_calls', 'tool_executions', 'callback_attempts', 'documents')
-              ORDER BY c.relname",
+               FROM unnest(ARRAY['tool_calls', 'tool_executions', 'callback_attempts', 'tool_execution_rollups',
+                                 'documents']) AS t(name)
+              CROSS JOIN LATERAL pg_partition_tree(t.name::regclass) AS p
+               JOIN pg_class c ON c.oid = p.relid
+              GROUP BY t.name
+              ORDER BY t.name",
             &[],
         )
         .await?;
@@ -152,7 +207,7 @@ async fn print_sizes(db: &tokio_postgres::Client) -> Result<()> {
     }
     for row in &rows {
         let (table, estimated_rows, bytes): (String, i64, i64) = (row.get(0), row.get(1), row.get(2));
-        println!("  {table:<18} about {:>11} rows {:>8} MB", estimated_rows.max(0), bytes / 1_000_000);
+        println!("  {table:<22} about {:>11} rows {:>8} MB", estimated_rows.max(0), bytes / 1_000_000);
     }
     Ok(())
 }

@@ -154,6 +154,22 @@ impl Config {
         })
     }
 
+    /// How many days of history (executions, callback attempts, the stats' rollups) the
+    /// sweeper keeps (`history_retention_days`), and of final calls (`calls_retention_days`);
+    /// 0 keeps everything (docs/architecture.md, "Retention").
+    pub fn retention(&self) -> Result<gatehouse_store::Retention, ApiError> {
+        Ok(gatehouse_store::Retention {
+            history_days: self.days("history_retention_days")?,
+            calls_days: self.days("calls_retention_days")?,
+        })
+    }
+
+    fn days(&self, name: &'static str) -> Result<i32, ApiError> {
+        self.read(name)?.trim().parse::<i32>().ok().filter(|days| *days >= 0).ok_or_else(|| {
+            ApiError::internal().with_detail(format!("the {name} variable is not a whole number of days"))
+        })
+    }
+
     pub fn checkpoint_ttl_seconds(&self) -> Result<f64, ApiError> {
         self.seconds("checkpoint_ttl_seconds")
     }

@@ -35,6 +35,11 @@ const MAX_DISCARD_ATTEMPTS: i32 = 5;
 /// Executions added to the rollups per statement (about 80 ms on the reference machine); a
 /// pass takes up to [`MAX_BATCHES`] of them.
 const ROLLUP_BATCH: i64 = 10_000;
+/// Final calls forgotten per statement once past their retention.
+const CALLS_BATCH: i64 = 1000;
+/// How many days ahead the history's day partitions are created: the default partition takes
+/// a day's rows only if no sweeper has run for this long.
+const PARTITION_DAYS_AHEAD: i32 = 7;
 /// Spent nonces, and records of SDK tools' calls, forgotten per pass.
 const NONCE_BATCH: i64 = 1000;
 /// How long an SDK tool's call record is kept after its last change: far longer than any call
@@ -57,6 +62,7 @@ pub async fn sweep(ctx: &Ctx) -> Result<Outcome<SweepReport>, ApiError> {
     let purged = gatehouse_store::purge_expired_session_context(&db)?;
     forget_bookkeeping(&db);
     roll_up_executions(&db, clock);
+    apply_retention(ctx, &db, clock);
     let report = SweepReport {
         expired: expired.len(),
         failed: failed.len(),
@@ -107,6 +113,30 @@ fn roll_up_executions(db: &Connection, clock: Instant) {
         |size| gatehouse_store::fold_execution_rollups(db, size).map(|added| usize::try_from(added).unwrap_or(0));
     if let Err(e) = while_full(clock, ROLLUP_BATCH, added) {
         gatehouse_platform::log_line("warn", &format!("adding executions to the rollups: {e}"));
+    }
+}
+
+/// Keeps the history's day partitions (created ahead, dropped past `history_retention_days`)
+/// and forgets final calls past `calls_retention_days`, batch after batch while they come back
+/// full and the pass's time for statements lasts (docs/architecture.md, "Retention").
+/// Bookkeeping: a failure, a missing setting included, is logged and left to the next pass.
+fn apply_retention(ctx: &Ctx, db: &Connection, clock: Instant) {
+    let retention = match ctx.config().retention() {
+        Ok(retention) => retention,
+        Err(e) => return gatehouse_platform::log_line("warn", &format!("retention: {e}")),
+    };
+    if let Err(e) = gatehouse_store::keep_history_partitions(db, PARTITION_DAYS_AHEAD, retention.history_days) {
+        gatehouse_platform::log_line("warn", &format!("keeping the history's partitions: {e}"));
+    }
+    if retention.calls_days == 0 {
+        return;
+    }
+    let forgotten = |size| {
+        gatehouse_store::forget_final_calls(db, retention.calls_days, size)
+            .map(|forgotten| usize::try_from(forgotten).unwrap_or(0))
+    };
+    if let Err(e) = while_full(clock, CALLS_BATCH, forgotten) {
+        gatehouse_platform::log_line("warn", &format!("forgetting final calls past their retention: {e}"));
     }
 }
 

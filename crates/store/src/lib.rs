@@ -16,6 +16,7 @@ mod health;
 mod history;
 mod keys;
 mod records;
+mod retention;
 mod rows;
 
 pub use audit::{CallCursor, CallFilter, MAX_CALLBACK_ATTEMPTS, callback_attempts, list_calls};
@@ -41,6 +42,7 @@ pub use keys::{key_grant, tenant_limit};
 pub use records::{
     CallbackAttempt, purge_expired_session_context, record_callback_attempt, session_context_get, session_context_put,
 };
+pub use retention::{PartitionsKept, Retention, forget_final_calls, keep_history_partitions};
 
 pub use spin_sdk::pg4::Connection;
 

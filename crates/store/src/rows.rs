@@ -128,6 +128,8 @@ mod tests {
             ("sql/contract/forget_nonces.sql", crate::contract::FORGET_NONCES),
             ("sql/contract/forget_sdk_calls.sql", crate::contract::FORGET_SDK_CALLS),
             ("sql/contract/claim.sql", crate::contract::CLAIM),
+            ("sql/retention/keep_partitions.sql", crate::retention::KEEP_PARTITIONS),
+            ("sql/retention/forget_final_calls.sql", crate::retention::FORGET_FINAL_CALLS),
         ];
         statements.extend(crate::calls::STATEMENTS.iter().map(|(file, sql)| (*file, *sql)));
         statements

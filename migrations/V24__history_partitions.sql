@@ -1,0 +1,194 @@
+-- Partitioning the history by day, last step (see V22; docs/architecture.md, "Retention").
+--
+-- The executions, the callback attempts and the stats' rollups are kept in one partition per
+-- day (UTC), so that history past its retention goes by dropping whole partitions: no DELETE,
+-- no bloat, no vacuum behind it. Each table's rows so far become its `_earlier` partition:
+-- V23 proved them in range, so attaching them scans nothing, and their indexes become the
+-- partitioned indexes' first parts without being built again. What this migration locks, it
+-- holds for the time the catalog changes take, whatever the tables hold.
+
+-- tool_executions --------------------------------------------------------------------------
+ALTER TABLE tool_executions RENAME TO tool_executions_earlier;
+ALTER INDEX tool_executions_pkey RENAME TO tool_executions_earlier_pkey;
+ALTER INDEX tool_executions_call_idx RENAME TO tool_executions_earlier_call_idx;
+ALTER INDEX tool_executions_tenant_errors_idx RENAME TO tool_executions_earlier_tenant_errors_idx;
+ALTER INDEX tool_executions_tenant_tool_started_idx RENAME TO tool_executions_earlier_tenant_tool_started_idx;
+DROP TRIGGER tool_executions_to_inbox ON tool_executions_earlier;
+
+CREATE TABLE tool_executions (LIKE tool_executions_earlier INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
+    PARTITION BY RANGE (started_at);
+ALTER TABLE tool_executions DROP CONSTRAINT IF EXISTS tool_executions_before_partitions;
+-- A partition may not have an identity of its own: the parent's continues the numbering.
+ALTER TABLE tool_executions ALTER COLUMN execution_id ADD GENERATED ALWAYS AS IDENTITY;
+SELECT setval(pg_get_serial_sequence('tool_executions', 'execution_id'),
+              (SELECT last_value FROM tool_executions_execution_id_seq),
+              (SELECT is_called FROM tool_executions_execution_id_seq));
+ALTER TABLE tool_executions_earlier ALTER COLUMN execution_id DROP IDENTITY;
+-- Ids stay unique by their sequence; a unique index would have to include the day.
+CREATE INDEX tool_executions_call_idx ON tool_executions (tool_call_id) WHERE tool_call_id IS NOT NULL;
+CREATE INDEX tool_executions_tenant_errors_idx ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC)
+    WHERE outcome = ANY (ARRAY['failed', 'crashed']);
+CREATE INDEX tool_executions_tenant_tool_started_idx
+    ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC);
+CREATE TRIGGER tool_executions_to_inbox
+    AFTER INSERT ON tool_executions
+    REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION copy_tool_executions_to_inbox();
+
+-- callback_attempts ------------------------------------------------------------------------
+ALTER TABLE callback_attempts RENAME TO callback_attempts_earlier;
+ALTER INDEX callback_attempts_pkey RENAME TO callback_attempts_earlier_pkey;
+ALTER INDEX callback_attempts_call_idx RENAME TO callback_attempts_earlier_call_idx;
+
+CREATE TABLE callback_attempts (LIKE callback_attempts_earlier INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
+    PARTITION BY RANGE (created_at);
+ALTER TABLE callback_attempts DROP CONSTRAINT IF EXISTS callback_attempts_before_partitions;
+ALTER TABLE callback_attempts ALTER COLUMN attempt_id ADD GENERATED ALWAYS AS IDENTITY;
+SELECT setval(pg_get_serial_sequence('callback_attempts', 'attempt_id'),
+              (SELECT last_value FROM callback_attempts_attempt_id_seq),
+              (SELECT is_called FROM callback_attempts_attempt_id_seq));
+ALTER TABLE callback_attempts_earlier ALTER COLUMN attempt_id DROP IDENTITY;
+CREATE INDEX callback_attempts_call_idx ON callback_attempts (tool_call_id, created_at);
+
+-- tool_execution_rollups -------------------------------------------------------------------
+ALTER TABLE tool_execution_rollups RENAME TO tool_execution_rollups_earlier;
+ALTER INDEX tool_execution_rollups_pkey RENAME TO tool_execution_rollups_earlier_pkey;
+
+CREATE TABLE tool_execution_rollups (LIKE tool_execution_rollups_earlier INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
+    PARTITION BY RANGE (bucket);
+ALTER TABLE tool_execution_rollups DROP CONSTRAINT IF EXISTS tool_execution_rollups_before_partitions;
+-- The bucket is in the key, so the key (which the rollups' upsert relies on) stays unique.
+ALTER TABLE tool_execution_rollups ADD PRIMARY KEY (tenant_id, tool, period, bucket, operation);
+
+-- The rows so far, attached as they are, and a default partition for rows of a day that has
+-- no partition yet (only if the sweeper has not run for longer than it creates ahead). A table
+-- that was empty at V22 is dropped instead, unless rows came meanwhile: then, being a few, they
+-- are attached with a scan.
+DO $$
+DECLARE
+    t record;
+    has_rows boolean;
+BEGIN
+    FOR t IN SELECT h.parent, c.cutoff FROM history_tables h LEFT JOIN history_partitioning_cutoffs c USING (parent) LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I)', t.parent || '_earlier') INTO has_rows;
+        IF t.cutoff IS NULL AND NOT has_rows THEN
+            EXECUTE format('DROP TABLE %I', t.parent || '_earlier');
+        ELSE
+            EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (MINVALUE) TO (%L)',
+                           t.parent, t.parent || '_earlier',
+                           COALESCE(t.cutoff, date_trunc('day', now(), 'UTC') + interval '2 days'));
+        END IF;
+        EXECUTE format('CREATE TABLE %I PARTITION OF %I DEFAULT', t.parent || '_default', t.parent);
+    END LOOP;
+END
+$$;
+DROP TABLE history_partitioning_cutoffs;
+
+-- Every partition of the history tables, with the range of times it holds: `lower` is NULL
+-- for the `_earlier` partition (no lower bound), both are NULL for the default partition.
+CREATE FUNCTION history_partitions()
+RETURNS TABLE (parent text, partition text, lower timestamptz, upper timestamptz)
+LANGUAGE sql STABLE
+AS $$
+    SELECT h.parent, c.relname::text,
+           substring(b.bound FROM 'FROM \(''([^'']*)''\)')::timestamptz,
+           substring(b.bound FROM 'TO \(''([^'']*)''\)')::timestamptz
+      FROM history_tables h
+      JOIN pg_inherits i ON i.inhparent = h.parent::regclass
+      JOIN pg_class c ON c.oid = i.inhrelid
+     CROSS JOIN LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid) AS bound) b
+$$;
+
+-- Creates the missing day partitions from `first_day` to `last_day` (UTC) of every history
+-- table; answers how many it created. A day's rows that went to the default partition meanwhile
+-- move into the new partition. The partition is built apart, with a CHECK constraint proving
+-- its range, then attached: attaching locks the parent only against other DDL, not against the
+-- API's inserts and reads.
+CREATE FUNCTION create_history_partitions(first_day date, last_day date)
+RETURNS integer
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    t record;
+    day date;
+    day_start timestamptz;
+    day_end timestamptz;
+    name text;
+    created integer := 0;
+BEGIN
+    FOR t IN SELECT * FROM history_tables ORDER BY parent LOOP
+        FOR day IN SELECT d::date FROM generate_series(first_day, last_day, interval '1 day') AS d LOOP
+            day_start := day::timestamp AT TIME ZONE 'UTC';
+            day_end := day_start + interval '1 day';
+            CONTINUE WHEN EXISTS (SELECT 1 FROM history_partitions() p
+                                   WHERE p.parent = t.parent AND p.upper > day_start
+                                     AND (p.lower IS NULL OR p.lower < day_end));
+            name := t.parent || '_' || to_char(day, 'YYYYMMDD');
+            EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS) WITH (fillfactor = %s)',
+                           name, t.parent, t.fillfactor);
+            EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I CHECK (%I >= %L AND %I < %L)',
+                           name, name || '_in_range', t.time_column, day_start, t.time_column, day_end);
+            EXECUTE format('WITH moved AS (DELETE FROM %I WHERE %I >= %L AND %I < %L RETURNING *)
+                            INSERT INTO %I SELECT * FROM moved',
+                           t.parent || '_default', t.time_column, day_start, t.time_column, day_end, name);
+            EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                           t.parent, name, day_start, day_end);
+            created := created + 1;
+        END LOOP;
+    END LOOP;
+    RETURN created;
+END
+$$;
+
+-- The sweeper's upkeep of the history (crates/store/src/sql/history/keep_partitions.sql):
+-- creates the partitions of today and of the `days_ahead` days after it, and of any recent day
+-- whose rows went to the default partition; drops every partition whose days all lie more than
+-- `retention_days` before today (0 keeps everything); answers one row, what it created and
+-- dropped. One sweeper does it at a time; the others skip it. Waiting for a lock at most 100 ms
+-- keeps a drop from queueing the API's statements behind a long reader: it is tried again on
+-- the next pass.
+CREATE FUNCTION keep_history_partitions(days_ahead integer, retention_days integer)
+RETURNS TABLE (created integer, dropped integer)
+LANGUAGE plpgsql
+SET lock_timeout = '100ms'
+AS $$
+DECLARE
+    today date := (now() AT TIME ZONE 'UTC')::date;
+    horizon timestamptz := NULL;
+    first_day date := today;
+    t record;
+    p record;
+    oldest timestamptz;
+BEGIN
+    created := 0;
+    dropped := 0;
+    IF NOT pg_try_advisory_xact_lock(hashtext('gatehouse history partitions')) THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF retention_days > 0 THEN
+        horizon := today::timestamp AT TIME ZONE 'UTC' - retention_days * interval '1 day';
+    END IF;
+    FOR t IN SELECT * FROM history_tables LOOP
+        EXECUTE format('SELECT min(%I) FROM %I', t.time_column, t.parent || '_default') INTO oldest;
+        IF oldest IS NOT NULL THEN
+            first_day := least(first_day, (greatest(oldest, COALESCE(horizon, oldest)) AT TIME ZONE 'UTC')::date);
+        END IF;
+    END LOOP;
+    created := create_history_partitions(first_day, today + days_ahead);
+    IF horizon IS NOT NULL THEN
+        FOR p IN SELECT * FROM history_partitions() AS h WHERE h.upper <= horizon ORDER BY h.upper LOOP
+            EXECUTE format('DROP TABLE %I', p.partition);
+            dropped := dropped + 1;
+        END LOOP;
+        FOR t IN SELECT * FROM history_tables LOOP
+            EXECUTE format('DELETE FROM %I WHERE %I < %L', t.parent || '_default', t.time_column, horizon);
+        END LOOP;
+    END IF;
+    RETURN NEXT;
+END
+$$;
+
+-- Today's partitions and the week's after, so that a database the sweeper has not yet visited
+-- writes to day partitions from the start.
+SELECT create_history_partitions((now() AT TIME ZONE 'UTC')::date, (now() AT TIME ZONE 'UTC')::date + 7);

@@ -1,0 +1,167 @@
+//! Retention at a small scale (docs/architecture.md, "Retention"): the sweeper creates the
+//! history's day partitions ahead, moves rows the default partition caught into partitions of
+//! their own, drops whole partitions past `history_retention_days`, and forgets final calls past
+//! `calls_retention_days`, never a call that is not final, whatever its age.
+
+use anyhow::{Context, Result};
+use gatehouse_tests::lifecycle::{App, ScratchDatabase, lifecycle_options};
+use gatehouse_tests::unique;
+use serde_json::json;
+
+const TOOL: &str = "fixture_action";
+const HISTORY_DAYS: i32 = 10;
+const CALLS_DAYS: i32 = 20;
+
+/// An execution of the fixture tool and a callback attempt `days_ago`, with `marker` as the
+/// execution's component version and the attempt's URL, to find them again.
+async fn history_at(db: &tokio_postgres::Client, days_ago: f64, marker: &str) -> Result<()> {
+    db.execute(
+        "INSERT INTO tool_executions (tool, component, component_version, operation, started_at, duration_ms, outcome)
+         VALUES ($1, 'fixture-tool', $2, 'validate', now() - make_interval(secs => $3::float8 * 86400), 1.5, 'ok')",
+        &[&TOOL, &marker, &days_ago],
+    )
+    .await?;
+    db.execute(
+        "INSERT INTO callback_attempts (tool_call_id, kind, url, attempt, status_code, duration_ms, created_at)
+         VALUES ('tc_000000000000', 'completion', $1, 1, 200, 2.0, now() - make_interval(secs => $2::float8 * 86400))",
+        &[&marker, &days_ago],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Where the history rows marked `marker` are: the partitions holding them, or none.
+async fn partitions_of(db: &tokio_postgres::Client, marker: &str) -> Result<Vec<String>> {
+    let rows = db
+        .query(
+            "SELECT tableoid::regclass::text FROM tool_executions WHERE component_version = $1
+              UNION ALL
+             SELECT tableoid::regclass::text FROM callback_attempts WHERE url = $1
+              ORDER BY 1",
+            &[&marker],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// Moves a call's creation `days` back, as if it had been made then.
+async fn age(db: &tokio_postgres::Client, id: &str, days: f64) -> Result<()> {
+    let changed = db
+        .execute(
+            "UPDATE tool_calls SET created_at = created_at - make_interval(secs => $2::float8 * 86400) WHERE tool_call_id = $1",
+            &[&id, &days],
+        )
+        .await?;
+    anyhow::ensure!(changed == 1, "no call {id}");
+    Ok(())
+}
+
+async fn exists(db: &tokio_postgres::Client, id: &str) -> Result<bool> {
+    Ok(db.query_one("SELECT EXISTS (SELECT 1 FROM tool_calls WHERE tool_call_id = $1)", &[&id]).await?.get(0))
+}
+
+#[tokio::test]
+async fn retention_drops_whole_partitions_and_forgets_only_final_calls() -> Result<()> {
+    let scratch = ScratchDatabase::create("retention").await?;
+    let (history_days, calls_days) = (HISTORY_DAYS.to_string(), CALLS_DAYS.to_string());
+    let variables = [("history_retention_days", history_days.as_str()), ("calls_retention_days", calls_days.as_str())];
+    let app = App::start(scratch.serve(lifecycle_options(&variables, &["--sweep-interval", "0"]))).await?;
+    let db = scratch.connect().await?;
+
+    // A fresh database has today's partitions and a week's ahead, and nothing before.
+    let days: Vec<(String, i32)> = db
+        .query(
+            "SELECT parent, count(*)::int4 FROM history_partitions() WHERE lower IS NOT NULL GROUP BY 1 ORDER BY 1",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let expected: Vec<(String, i32)> =
+        ["callback_attempts", "tool_execution_rollups", "tool_executions"].iter().map(|t| ((*t).into(), 8)).collect();
+    assert_eq!(days, expected);
+
+    // History past its retention in a partition of its own, past it in the default partition,
+    // and within it in the default partition (days no sweeper has created yet).
+    db.execute(
+        "SELECT create_history_partitions((now() - interval '15 days')::date, (now() - interval '15 days')::date)",
+        &[],
+    )
+    .await?;
+    history_at(&db, 15.0, "old-partitioned").await?;
+    history_at(&db, 12.0, "old-default").await?;
+    history_at(&db, 5.0, "recent-default").await?;
+    history_at(&db, 0.0, "today").await?;
+    let old_partition = partitions_of(&db, "old-partitioned").await?;
+    let old_suffix = partition_suffix(&db, 15).await?;
+    assert_eq!(old_partition.len(), 2, "{old_partition:?}");
+    assert!(old_partition.iter().all(|p| p.ends_with(&old_suffix)), "{old_partition:?}");
+    assert!(partitions_of(&db, "recent-default").await?.iter().all(|p| p.ends_with("_default")));
+
+    // Calls: final and old, not final and old, final and young.
+    let session = unique("retention");
+    let old_final = app.create_id(&session, json!({"to": "a@example.com"}), None).await?;
+    assert_eq!(app.cancel(&old_final).await?.status, 200);
+    let old_open = app.create_id(&session, json!({"to": "b@example.com"}), None).await?;
+    let young_final = app.create_id(&session, json!({"to": "c@example.com"}), None).await?;
+    assert_eq!(app.cancel(&young_final).await?.status, 200);
+    age(&db, &old_final, 30.0).await?;
+    age(&db, &old_open, 30.0).await?;
+    age(&db, &young_final, 10.0).await?;
+
+    // One pass: its statements are done when it answers.
+    let sweep = app.sweep().await?;
+    assert_eq!(sweep.status, 200, "{}", sweep.body);
+
+    assert_eq!(partitions_of(&db, "old-partitioned").await?, Vec::<String>::new(), "dropped with its partition");
+    assert_eq!(partitions_of(&db, "old-default").await?, Vec::<String>::new(), "removed from the default partition");
+    let recent = partitions_of(&db, "recent-default").await?;
+    let recent_suffix = partition_suffix(&db, 5).await?;
+    assert_eq!(recent.len(), 2, "{recent:?}");
+    assert!(recent.iter().all(|p| p.ends_with(&recent_suffix)), "moved into its day's partition: {recent:?}");
+    assert_eq!(partitions_of(&db, "today").await?.len(), 2);
+    let too_old: i64 = db
+        .query_one(
+            "SELECT count(*) FROM history_partitions()
+              WHERE upper <= date_trunc('day', now(), 'UTC') - make_interval(days => $1)",
+            &[&HISTORY_DAYS],
+        )
+        .await?
+        .get(0);
+    assert_eq!(too_old, 0, "no partition older than the retention is left");
+    let in_default: i64 = db
+        .query_one(
+            "SELECT (SELECT count(*) FROM tool_executions_default) + (SELECT count(*) FROM callback_attempts_default)",
+            &[],
+        )
+        .await?
+        .get(0);
+    assert_eq!(in_default, 0);
+
+    assert!(!exists(&db, &old_final).await?, "a final call past its retention is forgotten");
+    assert!(exists(&db, &old_open).await?, "a call that is not final stays, whatever its age");
+    assert!(exists(&db, &young_final).await?, "a final call within its retention stays");
+    assert_eq!(app.status(&old_final).await?.status, 404);
+    let open = app.status(&old_open).await?;
+    assert_eq!((open.status, open.body["status"].as_str()), (200, Some("PENDING")), "{}", open.body);
+
+    // The history routes read the partitions as one table.
+    let page = app.send(reqwest::Method::GET, &format!("/voice-tools/tools/{TOOL}/executions?limit=100"), None).await?;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let versions: Vec<&str> = page.body["executions"]
+        .as_array()
+        .context("executions")?
+        .iter()
+        .filter_map(|e| e["component_version"].as_str())
+        .collect();
+    assert!(versions.contains(&"today") && !versions.contains(&"old-partitioned"), "{versions:?}");
+    Ok(())
+}
+
+/// The name suffix of the day partition `days_ago` (UTC).
+async fn partition_suffix(db: &tokio_postgres::Client, days_ago: i32) -> Result<String> {
+    let row =
+        db.query_one("SELECT '_' || to_char((now() AT TIME ZONE 'UTC')::date - $1::int4, 'YYYYMMDD')", &[&days_ago]).await?;
+    Ok(row.get(0))
+}
