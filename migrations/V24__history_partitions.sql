@@ -7,58 +7,61 @@
 -- partitioned indexes' first parts without being built again. What this migration locks, it
 -- holds for the time the catalog changes take, whatever the tables hold.
 
--- tool_executions --------------------------------------------------------------------------
-ALTER TABLE tool_executions RENAME TO tool_executions_earlier;
-ALTER INDEX tool_executions_pkey RENAME TO tool_executions_earlier_pkey;
-ALTER INDEX tool_executions_call_idx RENAME TO tool_executions_earlier_call_idx;
-ALTER INDEX tool_executions_tenant_errors_idx RENAME TO tool_executions_earlier_tenant_errors_idx;
-ALTER INDEX tool_executions_tenant_tool_started_idx RENAME TO tool_executions_earlier_tenant_tool_started_idx;
-DROP TRIGGER tool_executions_to_inbox ON tool_executions_earlier;
+-- Each history table renamed `<table>_earlier`, its indexes likewise, and a partitioned table
+-- of the same columns, defaults and checks made in its place. A partition may not have an
+-- identity of its own: the new table's continues the numbering.
+DO $$
+DECLARE
+    t record;
+    earlier text;
+    index_name text;
+    identity_column text;
+    sequence_name text;
+BEGIN
+    FOR t IN SELECT * FROM history_tables LOOP
+        earlier := t.parent || '_earlier';
+        EXECUTE format('ALTER TABLE %I RENAME TO %I', t.parent, earlier);
+        FOR index_name IN SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                           WHERE i.indrelid = earlier::regclass LOOP
+            EXECUTE format('ALTER INDEX %I RENAME TO %I', index_name,
+                           earlier || substr(index_name, length(t.parent) + 1));
+        END LOOP;
+        EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS) PARTITION BY RANGE (%I)',
+                       t.parent, earlier, t.time_column);
+        EXECUTE format('ALTER TABLE %I DROP CONSTRAINT IF EXISTS %I', t.parent, t.parent || '_before_partitions');
+        SELECT a.attname INTO identity_column FROM pg_attribute a
+         WHERE a.attrelid = earlier::regclass AND a.attidentity <> '';
+        IF identity_column IS NOT NULL THEN
+            sequence_name := pg_get_serial_sequence(earlier, identity_column);
+            EXECUTE format('ALTER TABLE %I ALTER COLUMN %I ADD GENERATED ALWAYS AS IDENTITY', t.parent, identity_column);
+            EXECUTE format('SELECT setval(%L, last_value, is_called) FROM %s',
+                           pg_get_serial_sequence(t.parent, identity_column), sequence_name);
+            EXECUTE format('ALTER TABLE %I ALTER COLUMN %I DROP IDENTITY', earlier, identity_column);
+            EXECUTE format('ALTER SEQUENCE %s RENAME TO %I', pg_get_serial_sequence(t.parent, identity_column),
+                           (parse_ident(sequence_name))[2]);
+        END IF;
+    END LOOP;
+END
+$$;
 
-CREATE TABLE tool_executions (LIKE tool_executions_earlier INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
-    PARTITION BY RANGE (started_at);
-ALTER TABLE tool_executions DROP CONSTRAINT IF EXISTS tool_executions_before_partitions;
--- A partition may not have an identity of its own: the parent's continues the numbering.
-ALTER TABLE tool_executions ALTER COLUMN execution_id ADD GENERATED ALWAYS AS IDENTITY;
-SELECT setval(pg_get_serial_sequence('tool_executions', 'execution_id'),
-              (SELECT last_value FROM tool_executions_execution_id_seq),
-              (SELECT is_called FROM tool_executions_execution_id_seq));
-ALTER TABLE tool_executions_earlier ALTER COLUMN execution_id DROP IDENTITY;
--- Ids stay unique by their sequence; a unique index would have to include the day.
+-- The same indexes on the partitioned tables. Attaching the `_earlier` tables (below) makes
+-- their indexes these indexes' first parts, without building them again. Execution and attempt
+-- ids stay unique by their sequences: a unique index would have to include the day.
 CREATE INDEX tool_executions_call_idx ON tool_executions (tool_call_id) WHERE tool_call_id IS NOT NULL;
 CREATE INDEX tool_executions_tenant_errors_idx ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC)
     WHERE outcome = ANY (ARRAY['failed', 'crashed']);
 CREATE INDEX tool_executions_tenant_tool_started_idx
     ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC);
+CREATE INDEX callback_attempts_call_idx ON callback_attempts (tool_call_id, created_at);
+-- The bucket is in the key, so the key (which the rollups' upsert relies on) stays unique.
+ALTER TABLE tool_execution_rollups ADD PRIMARY KEY (tenant_id, tool, period, bucket, operation);
+
+-- The trigger that feeds the stats' rollups (V20) moves to the partitioned table.
+DROP TRIGGER tool_executions_to_inbox ON tool_executions_earlier;
 CREATE TRIGGER tool_executions_to_inbox
     AFTER INSERT ON tool_executions
     REFERENCING NEW TABLE AS added
     FOR EACH STATEMENT EXECUTE FUNCTION copy_tool_executions_to_inbox();
-
--- callback_attempts ------------------------------------------------------------------------
-ALTER TABLE callback_attempts RENAME TO callback_attempts_earlier;
-ALTER INDEX callback_attempts_pkey RENAME TO callback_attempts_earlier_pkey;
-ALTER INDEX callback_attempts_call_idx RENAME TO callback_attempts_earlier_call_idx;
-
-CREATE TABLE callback_attempts (LIKE callback_attempts_earlier INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
-    PARTITION BY RANGE (created_at);
-ALTER TABLE callback_attempts DROP CONSTRAINT IF EXISTS callback_attempts_before_partitions;
-ALTER TABLE callback_attempts ALTER COLUMN attempt_id ADD GENERATED ALWAYS AS IDENTITY;
-SELECT setval(pg_get_serial_sequence('callback_attempts', 'attempt_id'),
-              (SELECT last_value FROM callback_attempts_attempt_id_seq),
-              (SELECT is_called FROM callback_attempts_attempt_id_seq));
-ALTER TABLE callback_attempts_earlier ALTER COLUMN attempt_id DROP IDENTITY;
-CREATE INDEX callback_attempts_call_idx ON callback_attempts (tool_call_id, created_at);
-
--- tool_execution_rollups -------------------------------------------------------------------
-ALTER TABLE tool_execution_rollups RENAME TO tool_execution_rollups_earlier;
-ALTER INDEX tool_execution_rollups_pkey RENAME TO tool_execution_rollups_earlier_pkey;
-
-CREATE TABLE tool_execution_rollups (LIKE tool_execution_rollups_earlier INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
-    PARTITION BY RANGE (bucket);
-ALTER TABLE tool_execution_rollups DROP CONSTRAINT IF EXISTS tool_execution_rollups_before_partitions;
--- The bucket is in the key, so the key (which the rollups' upsert relies on) stays unique.
-ALTER TABLE tool_execution_rollups ADD PRIMARY KEY (tenant_id, tool, period, bucket, operation);
 
 -- The rows so far, attached as they are, and a default partition for rows of a day that has
 -- no partition yet (only if the sweeper has not run for longer than it creates ahead). A table
