@@ -161,7 +161,8 @@ async fn retention_drops_whole_partitions_and_forgets_only_final_calls() -> Resu
 
 /// The name suffix of the day partition `days_ago` (UTC).
 async fn partition_suffix(db: &tokio_postgres::Client, days_ago: i32) -> Result<String> {
-    let row =
-        db.query_one("SELECT '_' || to_char((now() AT TIME ZONE 'UTC')::date - $1::int4, 'YYYYMMDD')", &[&days_ago]).await?;
+    let row = db
+        .query_one("SELECT '_' || to_char((now() AT TIME ZONE 'UTC')::date - $1::int4, 'YYYYMMDD')", &[&days_ago])
+        .await?;
     Ok(row.get(0))
 }

@@ -51,6 +51,12 @@ pub struct BenchArgs {
     /// The days the seeded calls' sessions spread over, ending an hour ago.
     #[arg(long, default_value_t = 30.0)]
     pub seed_days: f64,
+    /// Before measuring, add this many waiting PENDING calls, all past their deadline at once
+    /// (the sweeper's backlog after an outage), then follow how fast the application's
+    /// sweeper drains them while the scenarios run: for `gatehouse up` with its sweeper on,
+    /// through --url.
+    #[arg(long, default_value_t = 0)]
+    pub seed_expiring: u64,
     /// After seeding, apply the sweeper's retention with this many days of history (the
     /// executions', callback attempts' and rollups' day partitions older are dropped), then
     /// print the database's size again. 0 keeps everything.

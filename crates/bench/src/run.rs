@@ -106,13 +106,22 @@ async fn on_clients(clients: &tokio::runtime::Runtime, setup: Setup) -> Result<(
                     seed::SeedPlan { calls: args.seed_calls, executions: args.seed_executions, days: args.seed_days };
                 seed::seed(database_url, &plan).await?;
             }
+            let backlog = match (args.seed_expiring, &setup.database_url) {
+                (0, _) => None,
+                (_, None) => bail!("seeding writes to the database: set DATABASE_URL with --url"),
+                (calls, Some(database_url)) => Some(seed::Backlog::seed(database_url, calls).await?),
+            };
             if let Some(history_days) = args.retain_history_days {
                 let Some(database_url) = &setup.database_url else {
                     bail!("retention writes to the database: set DATABASE_URL with --url");
                 };
                 seed::apply_retention(database_url, history_days, args.retain_calls_days).await?;
             }
-            bench(&setup).await
+            bench(&setup).await?;
+            match backlog {
+                Some(backlog) => backlog.drained().await,
+                None => Ok(()),
+            }
         })
         .await
         .context("the benchmark's task")?

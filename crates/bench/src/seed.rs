@@ -6,7 +6,7 @@
 //! missing, so one database is measured at each size in turn. Seeded calls are final and old
 //! (an hour and more), so no sweep, limit or route that lists open calls meets them; their
 //! executions and callbacks are what those calls would have left.
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use gatehouse_domain::keys::DEFAULT_TENANT;
@@ -15,6 +15,7 @@ use crate::lifecycle::{FUNCTION, TOOL};
 
 const SEED_CALLS_SQL: &str = include_str!("sql/seed_calls.sql");
 const SEED_EXECUTIONS_SQL: &str = include_str!("sql/seed_executions.sql");
+const SEED_EXPIRING_SQL: &str = include_str!("sql/seed_expiring.sql");
 /// The sweeper's statement that adds recorded executions to the stats' rollups.
 const FOLD_ROLLUPS_SQL: &str = include_str!("../../store/src/sql/history/fold_rollups.sql");
 /// Executions the seeding adds to the rollups per statement.
@@ -121,6 +122,81 @@ async fn roll_up(db: &tokio_postgres::Client) -> Result<()> {
     let rate = added as f64 / started.elapsed().as_secs_f64();
     println!("seed: {added} executions added to the rollups ({rate:.0} rows/s)");
     Ok(())
+}
+
+/// Stale calls still waiting, through the sweeper's own index (`tool_calls_waiting_expiry_idx`).
+const STALE_CALLS_SQL: &str =
+    "SELECT count(*) FROM tool_calls WHERE status IN ('PENDING', 'PREPARED') AND expires_at <= now()";
+/// How often the backlog is counted, and how long it may take to drain before the benchmark
+/// gives up following it.
+const BACKLOG_SAMPLE: Duration = Duration::from_secs(1);
+const BACKLOG_PATIENCE: Duration = Duration::from_secs(1800);
+
+/// A sweeper's backlog seeded before the scenarios, and counted every second while they run
+/// and after, until it is gone.
+pub(crate) struct Backlog {
+    calls: u64,
+    counts: tokio::task::JoinHandle<Result<Vec<(Duration, i64)>>>,
+}
+
+impl Backlog {
+    /// Adds `calls` waiting calls past their deadline (ids after the last seeded backlog), and
+    /// starts counting the stale calls left.
+    pub(crate) async fn seed(database_url: &str, calls: u64) -> Result<Backlog> {
+        let (db, driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting to seed")?;
+        let highest: Option<String> = db
+            .query_one(
+                "SELECT max(tool_call_id) FROM tool_calls WHERE tool_call_id >= 'tc_5eef' AND tool_call_id < 'tc_5ef0'",
+                &[],
+            )
+            .await?
+            .get(0);
+        let mut next = match highest {
+            Some(id) => i64::from_str_radix(&id["tc_5eef".len()..], 16).context("a backlog id's number")? + 1,
+            None => 0,
+        };
+        let end = next + i64::try_from(calls).context("backlog size")?;
+        while next < end {
+            let batch = (CALL_BATCH as i64).min(end - next);
+            db.execute(SEED_EXPIRING_SQL, &[&next, &batch, &FUNCTION, &TOOL]).await.context("seeding the backlog")?;
+            next += batch;
+        }
+        println!("backlog: {calls} waiting calls past their deadline");
+        let counts = tokio::spawn(async move {
+            let _driver = driver;
+            let started = Instant::now();
+            let mut counts = Vec::new();
+            loop {
+                let left: i64 = db.query_one(STALE_CALLS_SQL, &[]).await?.get(0);
+                counts.push((started.elapsed(), left));
+                if left == 0 || started.elapsed() > BACKLOG_PATIENCE {
+                    return Ok(counts);
+                }
+                tokio::time::sleep(BACKLOG_SAMPLE).await;
+            }
+        });
+        Ok(Backlog { calls, counts })
+    }
+
+    /// Waits until the backlog is gone (or the patience is over), and prints how it went down.
+    pub(crate) async fn drained(self) -> Result<()> {
+        let counts = self.counts.await.context("the backlog's counter")??;
+        let mut shown = Duration::ZERO;
+        for (at, left) in &counts {
+            if *at >= shown || *left == 0 {
+                println!("backlog: {left:>7} stale calls left at {:>5.1} s", at.as_secs_f64());
+                shown = *at + Duration::from_secs(10);
+            }
+        }
+        match counts.last() {
+            Some((at, 0)) => {
+                let rate = self.calls as f64 / at.as_secs_f64().max(f64::EPSILON);
+                println!("backlog: drained in {:.1} s ({rate:.0} calls/s)", at.as_secs_f64());
+            }
+            _ => println!("backlog: not drained after {} s", BACKLOG_PATIENCE.as_secs()),
+        }
+        Ok(())
+    }
 }
 
 /// Applies the sweeper's retention once, as far as it goes, printing how long its statements
