@@ -4,8 +4,8 @@
 use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
-use gatehouse_tests::lifecycle::ScratchDatabase;
-use gatehouse_tests::{gatehouse_bin, shared_state_dir, synthetic_corpus, workspace_root};
+use gatehouse_tests::lifecycle::{App, ScratchDatabase, lifecycle_options};
+use gatehouse_tests::{TOKEN, gatehouse_bin, shared_state_dir, synthetic_corpus, workspace_root};
 
 /// Documents in the corpus: enough for a few of ingest's calls' worth of texts, few enough to
 /// embed in a second or two.
@@ -179,5 +179,67 @@ async fn bench_seeds_calls_and_executions_and_tops_them_up() -> Result<()> {
     let seeded: i64 =
         db.query_one("SELECT count(*) FROM tool_calls WHERE tool_call_id LIKE 'tc_5eed%'", &[]).await?.get(0);
     ensure!(seeded == 600, "{seeded} seeded calls after topping up to 600");
+
+    // The sweeper's retention over the seeded month: history and final calls past ten days go.
+    let retain = [
+        "bench",
+        "--manifest",
+        &manifest,
+        "--scenario",
+        "status",
+        "--concurrency",
+        "1",
+        "--seconds",
+        "0.2",
+        "--no-floor",
+        "--retain-history-days",
+        "10",
+        "--retain-calls-days",
+        "10",
+    ];
+    let printed = gatehouse(&retain, &database.url)?;
+    ensure!(printed.contains("retention: partitions") && printed.contains("final calls forgotten"), "{printed}");
+    let left = db
+        .query_one(
+            "SELECT (SELECT count(*) FROM tool_calls WHERE tool_call_id LIKE 'tc_5eed%'),
+                    (SELECT count(*) FROM tool_calls WHERE tool_call_id LIKE 'tc_5eed%'
+                        AND created_at < now() - interval '10 days'),
+                    (SELECT count(*) FROM callback_attempts WHERE created_at < date_trunc('day', now(), 'UTC') - interval '10 days'),
+                    (SELECT count(*) FROM history_partitions() WHERE upper <= date_trunc('day', now(), 'UTC') - interval '10 days')",
+            &[],
+        )
+        .await?;
+    let (kept, old_kept, old_attempts, old_partitions): (i64, i64, i64, i64) =
+        (left.get(0), left.get(1), left.get(2), left.get(3));
+    ensure!(
+        old_kept == 0 && old_attempts == 0 && old_partitions == 0,
+        "{old_kept} old calls, {old_attempts} old attempts, {old_partitions} old partitions left:\n{printed}"
+    );
+    ensure!(kept > 0 && kept < 600, "{kept} of 600 seeded calls kept over 30 days with 10 days' retention");
+    Ok(())
+}
+
+/// A backlog of calls past their deadline, seeded under an application whose sweeper runs,
+/// drains; the benchmark follows it down to nothing.
+#[tokio::test]
+async fn bench_follows_a_sweepers_backlog_until_it_is_drained() -> Result<()> {
+    let database = ScratchDatabase::create("gatehouse_backlog").await?;
+    // The status scenario's calls name the benchmark's own relay as their callback.
+    let relay = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string();
+    let options = lifecycle_options(&[("callback_allowed_hosts", &relay)], &["--sweep-interval", "0.2"]);
+    let app = App::start(database.serve(options)).await?;
+    let base = app.runner.url("");
+    let args = ["bench", "--url", &base, "--token", TOKEN, "--relay-listen", &relay, "--scenario", "status"];
+    let args =
+        [&args[..], &["--concurrency", "1", "--seconds", "0.5", "--no-floor", "--seed-expiring", "3000"]].concat();
+    let printed = gatehouse(&args, &database.url)?;
+    ensure!(printed.contains("backlog: 3000 waiting calls past their deadline"), "{printed}");
+    ensure!(printed.contains("backlog: drained in"), "{printed}");
+    let db = gatehouse_tests::connect(&database.url).await?;
+    let expired: i64 = db
+        .query_one("SELECT count(*) FROM tool_calls WHERE tool_call_id LIKE 'tc_5eef%' AND status = 'EXPIRED'", &[])
+        .await?
+        .get(0);
+    ensure!(expired == 3000, "{expired} of the backlog's 3000 calls expired");
     Ok(())
 }

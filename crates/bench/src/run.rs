@@ -108,6 +108,8 @@ async fn on_clients(clients: &tokio::runtime::Runtime, setup: Setup) -> Result<(
             }
             let backlog = match (args.seed_expiring, &setup.database_url) {
                 (0, _) => None,
+                // The application this benchmark starts runs no sweeper: nothing would drain it.
+                _ if args.url.is_none() => bail!("--seed-expiring needs an application whose sweeper runs: --url"),
                 (_, None) => bail!("seeding writes to the database: set DATABASE_URL with --url"),
                 (calls, Some(database_url)) => Some(seed::Backlog::seed(database_url, calls).await?),
             };
