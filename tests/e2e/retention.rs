@@ -166,3 +166,78 @@ async fn partition_suffix(db: &tokio_postgres::Client, days_ago: i32) -> Result<
         .await?;
     Ok(row.get(0))
 }
+
+/// A database that holds history when it is upgraded (docs/deploying.md, "Upgrading"): each
+/// table's rows become its `_earlier` partition as they are, with the same indexes, ids go on
+/// from where they were, and the stats' trigger and rollups keep working.
+#[tokio::test]
+async fn an_upgrade_keeps_the_history_as_its_first_partition() -> Result<()> {
+    let scratch = ScratchDatabase::migrated_to("upgrade", Some(21)).await?;
+    let db = scratch.connect().await?;
+    db.batch_execute(
+        "INSERT INTO tool_executions (tool, component, component_version, operation, started_at, duration_ms, outcome)
+         SELECT 'fixture_action', 'fixture-tool', 'before', 'validate', now() - g * interval '1 hour', 1.0, 'ok'
+           FROM generate_series(1, 500) AS g;
+         INSERT INTO callback_attempts (tool_call_id, kind, url, attempt, status_code, duration_ms, created_at)
+         SELECT 'tc_000000000000', 'completion', 'before', 1, 200, 2.0, now() - g * interval '1 hour'
+           FROM generate_series(1, 300) AS g;",
+    )
+    .await?;
+    let fold = include_str!("../../crates/store/src/sql/history/fold_rollups.sql");
+    let folded: i64 = db.query_one(fold, &[&10_000_i64]).await?.get(0);
+    assert_eq!(folded, 500);
+    let highest: i64 = db.query_one("SELECT max(execution_id) FROM tool_executions", &[]).await?.get(0);
+    let indexes = |table: &'static str| {
+        let db = &db;
+        async move {
+            let count: i64 =
+                db.query_one("SELECT count(*) FROM pg_index WHERE indrelid = to_regclass($1)", &[&table]).await?.get(0);
+            anyhow::Ok(count)
+        }
+    };
+    let executions_indexes = indexes("tool_executions").await?;
+
+    scratch.migrate(None)?;
+
+    let placed = db
+        .query(
+            "SELECT tableoid::regclass::text, count(*) FROM tool_executions GROUP BY 1
+              UNION ALL SELECT tableoid::regclass::text, count(*) FROM callback_attempts GROUP BY 1
+              UNION ALL SELECT tableoid::regclass::text, count(*) FROM tool_execution_rollups GROUP BY 1
+              ORDER BY 1",
+            &[],
+        )
+        .await?;
+    let placed: Vec<(String, i64)> = placed.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let rollup_rows = placed.iter().find(|(t, _)| t == "tool_execution_rollups_earlier").map_or(0, |(_, n)| *n);
+    assert!(rollup_rows > 0, "{placed:?}");
+    assert_eq!(
+        placed,
+        vec![
+            ("callback_attempts_earlier".to_owned(), 300),
+            ("tool_execution_rollups_earlier".to_owned(), rollup_rows),
+            ("tool_executions_earlier".to_owned(), 500),
+        ]
+    );
+    // The old indexes serve as the partitioned ones' first parts, none built twice.
+    assert_eq!(indexes("tool_executions_earlier").await?, executions_indexes);
+
+    // A new execution: the next id, the inbox trigger, and the rollups' upsert on the new key.
+    db.execute(
+        "INSERT INTO tool_executions (tool, component, component_version, operation, started_at, duration_ms, outcome)
+         VALUES ('fixture_action', 'fixture-tool', 'after', 'validate', now(), 1.0, 'ok')",
+        &[],
+    )
+    .await?;
+    let next: i64 =
+        db.query_one("SELECT execution_id FROM tool_executions WHERE component_version = 'after'", &[]).await?.get(0);
+    assert_eq!(next, highest + 1);
+    let folded: i64 = db.query_one(fold, &[&10_000_i64]).await?.get(0);
+    assert_eq!(folded, 1);
+    let counted: i64 = db
+        .query_one("SELECT sum(executions)::int8 FROM tool_execution_rollups WHERE period = 'hour'", &[])
+        .await?
+        .get(0);
+    assert_eq!(counted, 501);
+    Ok(())
+}

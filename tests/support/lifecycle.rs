@@ -418,18 +418,31 @@ pub struct ScratchDatabase {
 
 impl ScratchDatabase {
     pub async fn create(prefix: &str) -> Result<ScratchDatabase> {
+        let scratch = ScratchDatabase::migrated_to(prefix, None).await?;
+        ensure_fixture_tables(&scratch.connect().await?).await?;
+        Ok(scratch)
+    }
+
+    /// A new database with the core's migrations up to `version` (all of them without one),
+    /// as a release that shipped then left it: for upgrade tests.
+    pub async fn migrated_to(prefix: &str, version: Option<i32>) -> Result<ScratchDatabase> {
         let name = crate::unique(prefix).to_lowercase();
         let admin = crate::db().await?;
         admin.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await?;
-        let url = crate::vector::with_database(&crate::database_url(), &name)?;
-        let status = std::process::Command::new(crate::gatehouse_bin())
-            .arg("migrate")
-            .env("DATABASE_URL", &url)
-            .stdout(std::process::Stdio::null())
-            .status()?;
-        anyhow::ensure!(status.success(), "migrating {name} failed");
-        ensure_fixture_tables(&crate::connect(&url).await?).await?;
-        Ok(ScratchDatabase { name, url })
+        let scratch = ScratchDatabase { url: crate::vector::with_database(&crate::database_url(), &name)?, name };
+        scratch.migrate(version)?;
+        Ok(scratch)
+    }
+
+    /// `gatehouse migrate`, up to `version` when one is given.
+    pub fn migrate(&self, version: Option<i32>) -> Result<()> {
+        let mut command = std::process::Command::new(crate::gatehouse_bin());
+        command.arg("migrate").env("DATABASE_URL", &self.url).stdout(std::process::Stdio::null());
+        if let Some(version) = version {
+            command.args(["--to", &version.to_string()]);
+        }
+        anyhow::ensure!(command.status()?.success(), "migrating {} failed", self.name);
+        Ok(())
     }
 
     pub async fn connect(&self) -> Result<tokio_postgres::Client> {

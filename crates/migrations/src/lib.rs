@@ -40,8 +40,22 @@ pub enum MigrationError {
 /// it applied. Several runners may start at once against one database: an advisory lock lets
 /// one migrate while the others wait.
 pub async fn apply(client: &mut tokio_postgres::Client) -> Result<Vec<String>, MigrationError> {
+    apply_up_to(client, None).await
+}
+
+/// [`apply`], stopping after migration `version` when one is given: an upgrade in stages, for
+/// example the partitioning's checks (V22, V23) by day and its swap (V24) later
+/// (docs/deploying.md, "Upgrading").
+pub async fn apply_up_to(
+    client: &mut tokio_postgres::Client,
+    version: Option<i32>,
+) -> Result<Vec<String>, MigrationError> {
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await.map_err(MigrationError::Lock)?;
     let runner = embedded::migrations::runner();
+    let runner = match version {
+        Some(version) => runner.set_target(refinery::Target::Version(version)),
+        None => runner,
+    };
     let report = match accept_reworded(client, runner.get_migrations()).await {
         Ok(()) => runner.set_grouped(false).run_async(client).await.map_err(MigrationError::Apply),
         Err(error) => Err(MigrationError::Reworded(error)),

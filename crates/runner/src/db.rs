@@ -84,7 +84,12 @@ pub(crate) fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()>
 /// Applies every migration not yet applied (see `gatehouse-migrations`): the core's, then
 /// with a manifest, each tool's own that it names, in the tool's schema.
 pub(crate) async fn migrate(url: &str, manifest_path: Option<&Path>) -> Result<Vec<String>> {
-    let tools = match manifest_path {
+    migrate_up_to(url, manifest_path, None).await
+}
+
+/// [`migrate`], or with `up_to` only the core's migrations up to that version.
+pub(crate) async fn migrate_up_to(url: &str, manifest_path: Option<&Path>, up_to: Option<i32>) -> Result<Vec<String>> {
+    let tools = match manifest_path.filter(|_| up_to.is_none()) {
         Some(path) => {
             let manifest = gatehouse_spin_host::manifest::Manifest::load(path)?;
             manifest.tool_migrations(path.parent().unwrap_or(Path::new("")))
@@ -93,7 +98,7 @@ pub(crate) async fn migrate(url: &str, manifest_path: Option<&Path>) -> Result<V
     };
     let (mut client, driver) =
         gatehouse_pg_connect::connect(url).await.context("connecting to the database to migrate")?;
-    let mut applied = gatehouse_migrations::apply(&mut client).await?;
+    let mut applied = gatehouse_migrations::apply_up_to(&mut client, up_to).await?;
     for (component, dir) in tools {
         let tool = gatehouse_migrations::ToolMigrations { component, dir };
         let done = gatehouse_migrations::apply_tool(&mut client, &tool)

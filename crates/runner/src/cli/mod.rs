@@ -24,12 +24,22 @@ pub(crate) struct Cli {
     command: Command,
 }
 
+#[derive(clap::Args)]
+struct MigrateArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Stop after this migration (its number, as in `V24__...`): an upgrade in stages
+    /// (docs/deploying.md, "Upgrading"). The tools' own migrations wait for a migrate without it.
+    #[arg(long, value_name = "VERSION")]
+    to: Option<i32>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Build every component, running each one's `[component.x.build] command` as `spin build` does.
     Build(AppArgs),
     /// Apply the database migrations (to DATABASE_URL, or to the embedded database).
-    Migrate(AppArgs),
+    Migrate(MigrateArgs),
     /// Serve the application (embedded PostgreSQL unless DATABASE_URL is set).
     Up(up::UpArgs),
     /// Load documents from a JSONL file into the `documents` table, embedded with
@@ -99,7 +109,7 @@ impl Cli {
     pub(crate) async fn run(self) -> Result<()> {
         match self.command {
             Command::Build(args) => build::run(&args).await,
-            Command::Migrate(args) => {
+            Command::Migrate(MigrateArgs { app: args, to }) => {
                 let database = crate::db::Database::open(&args.project_root()?, &args.state_dir()?).await?;
                 // A tool's own migrations are named in the manifest; where there is none (the
                 // CLI image's migrate job), the core's are all there is.
@@ -110,7 +120,7 @@ impl Cli {
                     eprintln!("no manifest at {}: applying the core's migrations only", manifest.display());
                     None
                 };
-                let applied = crate::db::migrate(&database.url, manifest.as_deref()).await?;
+                let applied = crate::db::migrate_up_to(&database.url, manifest.as_deref(), to).await?;
                 if applied.is_empty() {
                     println!("database is up to date");
                 }
