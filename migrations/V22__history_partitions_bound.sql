@@ -1,14 +1,14 @@
--- Partitioning the history by day, first step (docs/architecture.md, "Retention"; the steps
+-- Partitioning the history by week, first step (docs/architecture.md, "Retention"; the steps
 -- are three migrations so that no long scan runs under a lock the API's writes wait on).
 --
 -- Each history table's rows so far become its first partition, the one holding everything
--- before the day after tomorrow (UTC), or after its latest row if that is later (an empty
--- table has no such partition: V24 drops it). Attaching a table as a partition scans it unless
+-- before the Monday (UTC) after the week of the day after tomorrow, or of its latest row if that
+-- is later (an empty table has no such partition: V24 drops it). Attaching a table as a partition scans it unless
 -- a valid CHECK constraint already proves its rows are in range: this migration adds that
 -- constraint without checking the rows (a moment's lock), V23 checks them while inserts go on,
 -- and V24 attaches without a scan.
 
--- The tables partitioned by day, and the column that places a row.
+-- The tables partitioned by week, and the column that places a row.
 CREATE TABLE history_tables (
     parent      text    PRIMARY KEY,
     time_column text    NOT NULL,
@@ -30,8 +30,7 @@ CREATE TABLE history_partitioning_cutoffs (
 -- The latest row is read before any lock beyond a reader's is taken.
 INSERT INTO history_partitioning_cutoffs (parent, cutoff)
 SELECT t.parent,
-       greatest(date_trunc('day', now(), 'UTC') + interval '2 days',
-                date_trunc('day', t.latest, 'UTC') + interval '1 day')
+       date_trunc('week', greatest(now() + interval '2 days', t.latest), 'UTC') + interval '1 week'
   FROM (VALUES ('tool_executions', (SELECT max(started_at) FROM tool_executions)),
                ('callback_attempts', (SELECT max(created_at) FROM callback_attempts)),
                ('tool_execution_rollups', (SELECT max(bucket) FROM tool_execution_rollups))) AS t(parent, latest)

@@ -1,4 +1,4 @@
--- Partitioning the history by day, second step (see V22): the rows so far are checked against
+-- Partitioning the history by week, second step (see V22): the rows so far are checked against
 -- the constraints V22 added. VALIDATE CONSTRAINT takes a lock that lets inserts and reads go
 -- on while it scans.
 DO $$

@@ -1,8 +1,10 @@
--- Partitioning the history by day, last step (see V22; docs/architecture.md, "Retention").
+-- Partitioning the history by week, last step (see V22; docs/architecture.md, "Retention").
 --
 -- The executions, the callback attempts and the stats' rollups are kept in one partition per
--- day (UTC), so that history past its retention goes by dropping whole partitions: no DELETE,
--- no bloat, no vacuum behind it. Each table's rows so far become its `_earlier` partition:
+-- week (from Monday, UTC), so that history past its retention goes by dropping whole
+-- partitions: no DELETE, no bloat, no vacuum behind it. A week, not a day: every statement that
+-- reads a partitioned table without a constant bound on its time plans each partition, and
+-- thirty daily ones made the stats statement's planning alone take longer than its answer had. Each table's rows so far become its `_earlier` partition:
 -- V23 proved them in range, so attaching them scans nothing, and their indexes become the
 -- partitioned indexes' first parts without being built again. What this migration locks, it
 -- holds for the time the catalog changes take, whatever the tables hold.
@@ -63,7 +65,7 @@ CREATE TRIGGER tool_executions_to_inbox
     REFERENCING NEW TABLE AS added
     FOR EACH STATEMENT EXECUTE FUNCTION copy_tool_executions_to_inbox();
 
--- The rows so far, attached as they are, and a default partition for rows of a day that has
+-- The rows so far, attached as they are, and a default partition for rows of a week that has
 -- no partition yet (only if the sweeper has not run for longer than it creates ahead). A table
 -- that was empty at V22 is dropped instead, unless rows came meanwhile: then, being a few, they
 -- are attached with a scan.
@@ -79,7 +81,7 @@ BEGIN
         ELSE
             EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (MINVALUE) TO (%L)',
                            t.parent, t.parent || '_earlier',
-                           COALESCE(t.cutoff, date_trunc('day', now(), 'UTC') + interval '2 days'));
+                           COALESCE(t.cutoff, date_trunc('week', now() + interval '2 days', 'UTC') + interval '1 week'));
         END IF;
         EXECUTE format('CREATE TABLE %I PARTITION OF %I DEFAULT', t.parent || '_default', t.parent);
     END LOOP;
@@ -102,8 +104,9 @@ AS $$
      CROSS JOIN LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid) AS bound) b
 $$;
 
--- Creates the missing day partitions from `first_day` to `last_day` (UTC) of every history
--- table; answers how many it created. A day's rows that went to the default partition meanwhile
+-- Creates the missing week partitions (from Monday, UTC) holding the days `first_day` to
+-- `last_day` of every history table; answers how many it created. A week's rows that went to
+-- the default partition meanwhile
 -- move into the new partition. The partition is built apart, with a CHECK constraint proving
 -- its range, then attached: attaching locks the parent only against other DDL, not against the
 -- API's inserts and reads.
@@ -113,29 +116,29 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
     t record;
-    day date;
-    day_start timestamptz;
-    day_end timestamptz;
+    week date;
+    week_start timestamptz;
+    week_end timestamptz;
     name text;
     created integer := 0;
 BEGIN
     FOR t IN SELECT * FROM history_tables ORDER BY parent LOOP
-        FOR day IN SELECT d::date FROM generate_series(first_day, last_day, interval '1 day') AS d LOOP
-            day_start := day::timestamp AT TIME ZONE 'UTC';
-            day_end := day_start + interval '1 day';
+        FOR week IN SELECT w::date FROM generate_series(date_trunc('week', first_day::timestamp), last_day::timestamp, interval '1 week') AS w LOOP
+            week_start := week::timestamp AT TIME ZONE 'UTC';
+            week_end := week_start + interval '1 week';
             CONTINUE WHEN EXISTS (SELECT 1 FROM history_partitions() p
-                                   WHERE p.parent = t.parent AND p.upper > day_start
-                                     AND (p.lower IS NULL OR p.lower < day_end));
-            name := t.parent || '_' || to_char(day, 'YYYYMMDD');
+                                   WHERE p.parent = t.parent AND p.upper > week_start
+                                     AND (p.lower IS NULL OR p.lower < week_end));
+            name := t.parent || '_' || to_char(week, 'YYYYMMDD');
             EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS) WITH (fillfactor = %s)',
                            name, t.parent, t.fillfactor);
             EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I CHECK (%I >= %L AND %I < %L)',
-                           name, name || '_in_range', t.time_column, day_start, t.time_column, day_end);
+                           name, name || '_in_range', t.time_column, week_start, t.time_column, week_end);
             EXECUTE format('WITH moved AS (DELETE FROM %I WHERE %I >= %L AND %I < %L RETURNING *)
                             INSERT INTO %I SELECT * FROM moved',
-                           t.parent || '_default', t.time_column, day_start, t.time_column, day_end, name);
+                           t.parent || '_default', t.time_column, week_start, t.time_column, week_end, name);
             EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
-                           t.parent, name, day_start, day_end);
+                           t.parent, name, week_start, week_end);
             created := created + 1;
         END LOOP;
     END LOOP;
@@ -144,9 +147,10 @@ END
 $$;
 
 -- The sweeper's upkeep of the history (crates/store/src/sql/history/keep_partitions.sql):
--- creates the partitions of today and of the `days_ahead` days after it, and of any recent day
+-- creates the partitions holding today and the `days_ahead` days after it, and any recent day
 -- whose rows went to the default partition; drops every partition whose days all lie more than
--- `retention_days` before today (0 keeps everything); answers one row, what it created and
+-- `retention_days` before today (0 keeps everything), so history is kept for its retention and
+-- at most a week more; answers one row, what it created and
 -- dropped. One sweeper does it at a time; the others skip it. Waiting for a lock at most 100 ms
 -- keeps a drop from queueing the API's statements behind a long reader: it is tried again on
 -- the next pass.
@@ -192,6 +196,6 @@ BEGIN
 END
 $$;
 
--- Today's partitions and the week's after, so that a database the sweeper has not yet visited
--- writes to day partitions from the start.
+-- This week's partitions and the next week's, so that a database the sweeper has not yet
+-- visited writes to week partitions from the start.
 SELECT create_history_partitions((now() AT TIME ZONE 'UTC')::date, (now() AT TIME ZONE 'UTC')::date + 7);

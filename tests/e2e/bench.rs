@@ -180,13 +180,14 @@ async fn bench_seeds_calls_and_executions_and_tops_them_up() -> Result<()> {
         db.query_one("SELECT count(*) FROM tool_calls WHERE tool_call_id LIKE 'tc_5eed%'", &[]).await?.get(0);
     ensure!(seeded == 600, "{seeded} seeded calls after topping up to 600");
 
-    // The sweeper's retention over the seeded month: history and final calls past ten days go.
+    // The sweeper's retention over the seeded month: final calls past ten days go, and the
+    // history's week partitions that end before then (history past ten days and a week).
     let retain = [
         "bench",
         "--manifest",
         &manifest,
         "--scenario",
-        "status",
+        "calls",
         "--concurrency",
         "1",
         "--seconds",
@@ -204,7 +205,7 @@ async fn bench_seeds_calls_and_executions_and_tops_them_up() -> Result<()> {
             "SELECT (SELECT count(*) FROM tool_calls WHERE tool_call_id LIKE 'tc_5eed%'),
                     (SELECT count(*) FROM tool_calls WHERE tool_call_id LIKE 'tc_5eed%'
                         AND created_at < now() - interval '10 days'),
-                    (SELECT count(*) FROM callback_attempts WHERE created_at < date_trunc('day', now(), 'UTC') - interval '10 days'),
+                    (SELECT count(*) FROM callback_attempts WHERE created_at < date_trunc('day', now(), 'UTC') - interval '17 days'),
                     (SELECT count(*) FROM history_partitions() WHERE upper <= date_trunc('day', now(), 'UTC') - interval '10 days')",
             &[],
         )

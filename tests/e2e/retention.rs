@@ -1,5 +1,5 @@
 //! Retention at a small scale (docs/architecture.md, "Retention"): the sweeper creates the
-//! history's day partitions ahead, moves rows the default partition caught into partitions of
+//! history's week partitions ahead, moves rows the default partition caught into partitions of
 //! their own, drops whole partitions past `history_retention_days`, and forgets final calls past
 //! `calls_retention_days`, never a call that is not final, whatever its age.
 
@@ -68,7 +68,7 @@ async fn retention_drops_whole_partitions_and_forgets_only_final_calls() -> Resu
     let app = App::start(scratch.serve(lifecycle_options(&variables, &["--sweep-interval", "0"]))).await?;
     let db = scratch.connect().await?;
 
-    // A fresh database has today's partitions and a week's ahead, and nothing before.
+    // A fresh database has this week's partition and the next week's, and nothing before.
     let days: Vec<(String, i32)> = db
         .query(
             "SELECT parent, count(*)::int4 FROM history_partitions() WHERE lower IS NOT NULL GROUP BY 1 ORDER BY 1",
@@ -79,22 +79,23 @@ async fn retention_drops_whole_partitions_and_forgets_only_final_calls() -> Resu
         .map(|row| (row.get(0), row.get(1)))
         .collect();
     let expected: Vec<(String, i32)> =
-        ["callback_attempts", "tool_execution_rollups", "tool_executions"].iter().map(|t| ((*t).into(), 8)).collect();
+        ["callback_attempts", "tool_execution_rollups", "tool_executions"].iter().map(|t| ((*t).into(), 2)).collect();
     assert_eq!(days, expected);
 
     // History past its retention in a partition of its own, past it in the default partition,
-    // and within it in the default partition (days no sweeper has created yet).
+    // and within it in the default partition (a week no sweeper has created yet). Thirty days
+    // back, the week's partition ends before the ten days' horizon whatever the weekday.
     db.execute(
-        "SELECT create_history_partitions((now() - interval '15 days')::date, (now() - interval '15 days')::date)",
+        "SELECT create_history_partitions((now() - interval '30 days')::date, (now() - interval '30 days')::date)",
         &[],
     )
     .await?;
-    history_at(&db, 15.0, "old-partitioned").await?;
-    history_at(&db, 12.0, "old-default").await?;
-    history_at(&db, 5.0, "recent-default").await?;
+    history_at(&db, 30.0, "old-partitioned").await?;
+    history_at(&db, 25.0, "old-default").await?;
+    history_at(&db, 8.0, "recent-default").await?;
     history_at(&db, 0.0, "today").await?;
     let old_partition = partitions_of(&db, "old-partitioned").await?;
-    let old_suffix = partition_suffix(&db, 15).await?;
+    let old_suffix = partition_suffix(&db, 30).await?;
     assert_eq!(old_partition.len(), 2, "{old_partition:?}");
     assert!(old_partition.iter().all(|p| p.ends_with(&old_suffix)), "{old_partition:?}");
     assert!(partitions_of(&db, "recent-default").await?.iter().all(|p| p.ends_with("_default")));
@@ -117,9 +118,9 @@ async fn retention_drops_whole_partitions_and_forgets_only_final_calls() -> Resu
     assert_eq!(partitions_of(&db, "old-partitioned").await?, Vec::<String>::new(), "dropped with its partition");
     assert_eq!(partitions_of(&db, "old-default").await?, Vec::<String>::new(), "removed from the default partition");
     let recent = partitions_of(&db, "recent-default").await?;
-    let recent_suffix = partition_suffix(&db, 5).await?;
+    let recent_suffix = partition_suffix(&db, 8).await?;
     assert_eq!(recent.len(), 2, "{recent:?}");
-    assert!(recent.iter().all(|p| p.ends_with(&recent_suffix)), "moved into its day's partition: {recent:?}");
+    assert!(recent.iter().all(|p| p.ends_with(&recent_suffix)), "moved into its week's partition: {recent:?}");
     assert_eq!(partitions_of(&db, "today").await?.len(), 2);
     let too_old: i64 = db
         .query_one(
@@ -159,10 +160,13 @@ async fn retention_drops_whole_partitions_and_forgets_only_final_calls() -> Resu
     Ok(())
 }
 
-/// The name suffix of the day partition `days_ago` (UTC).
+/// The name suffix of the week partition holding the day `days_ago` (UTC): its Monday.
 async fn partition_suffix(db: &tokio_postgres::Client, days_ago: i32) -> Result<String> {
     let row = db
-        .query_one("SELECT '_' || to_char((now() AT TIME ZONE 'UTC')::date - $1::int4, 'YYYYMMDD')", &[&days_ago])
+        .query_one(
+            "SELECT '_' || to_char(date_trunc('week', (now() AT TIME ZONE 'UTC')::date - $1::int4), 'YYYYMMDD')",
+            &[&days_ago],
+        )
         .await?;
     Ok(row.get(0))
 }
