@@ -58,7 +58,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub seed_expiring: u64,
     /// After seeding, apply the sweeper's retention with this many days of history (the
-    /// executions', callback attempts' and rollups' day partitions older are dropped), then
+    /// executions', callback attempts' and rollups' week partitions that end before are dropped), then
     /// print the database's size again. 0 keeps everything.
     #[arg(long, value_name = "DAYS")]
     pub retain_history_days: Option<i32>,

@@ -26,11 +26,12 @@ fn history_sql(statement: Statement) -> String {
             bind(CALLS_SQL, &[null.clone(), null.clone(), null.clone(), null.clone(), null, "25".into(), tenant])
         }
         Statement::Stats => {
-            // As the store binds it: an hour before the window by this clock (history.rs).
+            // As the store binds them: an hour before the window's start, two before its end (history.rs).
             let now =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-            let partitions_from = format!("{:.0}", now - 86_400.0 - 3_600.0);
-            bind(STATS_SQL, &[tool, "86400".into(), literal("24h"), tenant, partitions_from])
+            let (window_start, window_end) =
+                (format!("{:.0}", now - 86_400.0 - 3_600.0), format!("{:.0}", now - 7_200.0));
+            bind(STATS_SQL, &[tool, "86400".into(), literal("24h"), tenant, window_start, window_end])
         }
         _ => bind(PAGE_SQL, &[tool, null.clone(), null.clone(), null.clone(), null, "50".into(), tenant]),
     };

@@ -26,7 +26,7 @@ const FORGET_FINAL_CALLS_SQL: &str = include_str!("../../store/src/sql/retention
 /// Final calls the retention run forgets per statement (the sweeper takes 1,000 a statement,
 /// twenty statements a pass).
 const FORGET_BATCH: i64 = 10_000;
-/// The history's day partitions created ahead, as the sweeper does.
+/// The days the history's partitions are created ahead for, as the sweeper does.
 const PARTITION_DAYS_AHEAD: i32 = 7;
 
 /// Seeded calls' ids: `tc_5eed` and eight hex digits (their number).
@@ -271,7 +271,9 @@ async fn print_sizes(db: &tokio_postgres::Client) -> Result<()> {
                     pg_database_size(current_database())
                FROM unnest(ARRAY['tool_calls', 'tool_executions', 'callback_attempts', 'tool_execution_rollups',
                                  'documents']) AS t(name)
-              CROSS JOIN LATERAL pg_partition_tree(t.name::regclass) AS p
+              -- A table that is not partitioned has no tree: it is its own only part.
+              CROSS JOIN LATERAL (SELECT relid FROM pg_partition_tree(t.name::regclass)
+                                  UNION SELECT t.name::regclass) AS p
                JOIN pg_class c ON c.oid = p.relid
               GROUP BY t.name
               ORDER BY t.name",

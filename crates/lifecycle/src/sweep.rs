@@ -37,7 +37,7 @@ const MAX_DISCARD_ATTEMPTS: i32 = 5;
 const ROLLUP_BATCH: i64 = 10_000;
 /// Final calls forgotten per statement once past their retention.
 const CALLS_BATCH: i64 = 1000;
-/// How many days ahead the history's day partitions are created: the default partition takes
+/// How many days ahead the history's partitions are created: the default partition takes
 /// a day's rows only if no sweeper has run for this long.
 const PARTITION_DAYS_AHEAD: i32 = 7;
 /// Spent nonces, and records of SDK tools' calls, forgotten per pass.
@@ -116,7 +116,7 @@ fn roll_up_executions(db: &Connection, clock: Instant) {
     }
 }
 
-/// Keeps the history's day partitions (created ahead, dropped past `history_retention_days`)
+/// Keeps the history's week partitions (created ahead, dropped past `history_retention_days`)
 /// and forgets final calls past `calls_retention_days`, batch after batch while they come back
 /// full and the pass's time for statements lasts (docs/architecture.md, "Retention").
 /// Bookkeeping: a failure, a missing setting included, is logged and left to the next pass.

@@ -125,7 +125,8 @@ pub fn tool_stats<T: DeserializeOwned>(
         ParameterValue::Floating64(window_seconds),
         text(window),
         text(tenant),
-        ParameterValue::Floating64(partitions_from(window_seconds)),
+        ParameterValue::Floating64(now_seconds() - window_seconds - CLOCK_SLACK_SECONDS),
+        ParameterValue::Floating64(now_seconds() - 2.0 * CLOCK_SLACK_SECONDS),
     ];
     optional(db, STATS, &parameters)?.ok_or_else(|| StoreError::Unexpected("the stats query returned nothing".into()))
 }
@@ -133,13 +134,12 @@ pub fn tool_stats<T: DeserializeOwned>(
 /// How far this host's clock may be from the database's without a window losing rows.
 const CLOCK_SLACK_SECONDS: f64 = 3600.0;
 
-/// The earliest time a window of `window_seconds` ending now can reach, by this host's clock,
-/// less [`CLOCK_SLACK_SECONDS`], in seconds since the epoch: a constant the database's planner
-/// can leave the history's older partitions out by before it plans them (docs/architecture.md,
-/// "Retention"). The statement still filters on the database's own clock.
-fn partitions_from(window_seconds: f64) -> f64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-    now - window_seconds - CLOCK_SLACK_SECONDS
+/// This host's clock, in seconds since the epoch: the stats statement's bounds on the history's
+/// partition columns are taken from it, as constants the database's planner can leave older
+/// partitions out by before it plans them (docs/architecture.md, "Retention"). The statement
+/// still filters on the database's own clock.
+fn now_seconds() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Adds at most `batch` executions from the inbox to the rollups (migration V20); how many it

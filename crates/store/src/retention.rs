@@ -1,5 +1,5 @@
 //! Retention (docs/architecture.md, "Retention"): the history (executions, callback attempts,
-//! the stats' rollups) goes a whole day partition at a time; final calls go in small batches.
+//! the stats' rollups) goes a whole week partition at a time; final calls go in small batches.
 
 use serde::Deserialize;
 use spin_sdk::pg4::{Connection, ParameterValue};
@@ -13,7 +13,7 @@ pub(crate) const FORGET_FINAL_CALLS: &str = include_str!("sql/retention/forget_f
 /// How many days of each kind of data are kept; 0 keeps everything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
-    /// Executions, callback attempts and the stats' rollups, by day partition.
+    /// Executions, callback attempts and the stats' rollups, by week partition.
     pub history_days: i32,
     /// Final calls, counted from their creation.
     pub calls_days: i32,
@@ -26,9 +26,9 @@ pub struct PartitionsKept {
     pub dropped: i64,
 }
 
-/// Creates the history's day partitions up to `days_ahead` days after today and drops those
-/// wholly older than `retention_days` (0 keeps everything). Another sweeper doing the same at
-/// that moment makes this one do nothing.
+/// Creates the history's week partitions holding the days up to `days_ahead` days after today,
+/// and drops those wholly older than `retention_days` (0 keeps everything). Another sweeper
+/// doing the same at that moment makes this one do nothing.
 pub fn keep_history_partitions(
     db: &Connection,
     days_ahead: i32,

@@ -1,10 +1,12 @@
 -- A tool's executions over the last $2 seconds: how many, how they ended, how long they took
 -- (overall and per operation), when they ran (the window cut into 24 equal buckets, oldest
 -- first, for a chart), and its last error, all of the tenant $4's executions. $1 tool, $3 the
--- window as the client wrote it (the answer names both, as the route's answer does). $5, in
--- seconds since the epoch, is a time before the window by the caller's clock: compared with the
--- partition columns as a constant, it lets the planner leave out the history's older partitions
--- before planning them (docs/architecture.md, "Retention").
+-- window as the client wrote it (the answer names both, as the route's answer does). $5 and
+-- $6, in seconds since the epoch, are an hour before the window's start and two hours before
+-- its end, by the caller's clock: compared with the partition columns as constants, they let
+-- the planner leave out the history's older partitions before planning them, and see that the
+-- window's edges are a few rows of a partition, read through its index (docs/architecture.md,
+-- "Retention").
 -- The success rate counts the executions that ran to an outcome of their own: a rejected
 -- input or a cancel says nothing about whether the tool works.
 --
@@ -39,14 +41,15 @@ WITH edges AS (
     UNION ALL
     SELECT r.operation, r.bucket, r.executions, r.ok, r.rejected, r.failed, r.crashed, r.cancelled, NULL, r.durations
       FROM tool_execution_rollups r
-     WHERE r.tenant_id = $4 AND r.tool = $1 AND r.period = 'minute' AND r.bucket >= to_timestamp($5::float8)
+     WHERE r.tenant_id = $4 AND r.tool = $1 AND r.period = 'minute'
+       AND r.bucket >= to_timestamp($5::float8) AND r.bucket < to_timestamp($5::float8) + interval '4 hours'
        AND r.bucket >= (SELECT first_minute FROM edges)
        AND r.bucket < (SELECT CASE WHEN has_hours THEN first_hour ELSE 'infinity'::timestamptz END FROM edges)
     UNION ALL
     SELECT r.operation, r.bucket, r.executions, r.ok, r.rejected, r.failed, r.crashed, r.cancelled, NULL, r.durations
       FROM tool_execution_rollups r
      WHERE r.tenant_id = $4 AND r.tool = $1 AND r.period = 'minute' AND (SELECT has_hours FROM edges)
-       AND r.bucket >= to_timestamp($5::float8) AND r.bucket >= (SELECT last_hour FROM edges)
+       AND r.bucket >= to_timestamp($6::float8) AND r.bucket >= (SELECT last_hour FROM edges)
     UNION ALL
     -- The executions the sweeper has not added to the rollups yet, and those of the window's
     -- first, partial minute, summed up by minute as the rollups are.
@@ -59,7 +62,9 @@ WITH edges AS (
                UNION ALL
                SELECT ROW(e.tenant_id, e.tool, e.operation, e.started_at, e.duration_ms, e.outcome)::tool_execution_inbox
                  FROM tool_executions e
-                WHERE e.tenant_id = $4 AND e.tool = $1 AND e.started_at >= to_timestamp($5::float8)
+                WHERE e.tenant_id = $4 AND e.tool = $1
+                  AND e.started_at >= to_timestamp($5::float8)
+                  AND e.started_at < to_timestamp($5::float8) + interval '4 hours'
                   AND e.started_at >= (SELECT since FROM edges)
                   AND e.started_at < (SELECT first_minute FROM edges)), 'minute') AS x
 ), exact AS (
