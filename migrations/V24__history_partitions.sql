@@ -106,10 +106,9 @@ $$;
 
 -- Creates the missing week partitions (from Monday, UTC) holding the days `first_day` to
 -- `last_day` of every history table; answers how many it created. A week's rows that went to
--- the default partition meanwhile
--- move into the new partition. The partition is built apart, with a CHECK constraint proving
--- its range, then attached: attaching locks the parent only against other DDL, not against the
--- API's inserts and reads.
+-- the default partition meanwhile move into the new partition. The partition is built apart,
+-- with a CHECK constraint proving its range, then attached: attaching locks the parent only
+-- against other DDL, not against the API's inserts and reads.
 CREATE FUNCTION create_history_partitions(first_day date, last_day date)
 RETURNS integer
 LANGUAGE plpgsql
@@ -146,7 +145,7 @@ BEGIN
 END
 $$;
 
--- The sweeper's upkeep of the history (crates/store/src/sql/history/keep_partitions.sql):
+-- The sweeper's upkeep of the history (crates/store/src/sql/retention/keep_partitions.sql):
 -- creates the partitions holding today and the `days_ahead` days after it, and any recent day
 -- whose rows went to the default partition; drops every partition whose days all lie more than
 -- `retention_days` before today (0 keeps everything), so history is kept for its retention and
