@@ -20,17 +20,16 @@ const PAGE_SQL: &str = include_str!("../../store/src/sql/history/page.sql");
 /// page of calls (25) and of the fixture tool's executions (50), and its stats over `24h`.
 fn history_sql(statement: Statement) -> String {
     use crate::lifecycle::{FUNCTION, bind, literal, one_line};
+    use gatehouse_domain::{stats_partition_bounds, unix_seconds};
     let (tenant, tool, null) = (literal(DEFAULT_TENANT), literal(FUNCTION), "NULL".to_owned());
     let bound = match statement {
         Statement::Calls => {
             bind(CALLS_SQL, &[null.clone(), null.clone(), null.clone(), null.clone(), null, "25".into(), tenant])
         }
         Statement::Stats => {
-            // As the store binds them: an hour before the window's start, two before its end (history.rs).
-            let now =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-            let (window_start, window_end) =
-                (format!("{:.0}", now - 86_400.0 - 3_600.0), format!("{:.0}", now - 7_200.0));
+            // Bound as the store binds them (docs/architecture.md, "Retention").
+            let (window_start, window_end) = stats_partition_bounds(unix_seconds(), 86_400.0);
+            let (window_start, window_end) = (format!("{window_start:.0}"), format!("{window_end:.0}"));
             bind(STATS_SQL, &[tool, "86400".into(), literal("24h"), tenant, window_start, window_end])
         }
         _ => bind(PAGE_SQL, &[tool, null.clone(), null.clone(), null.clone(), null, "50".into(), tenant]),

@@ -99,24 +99,18 @@ async fn on_clients(clients: &tokio::runtime::Runtime, setup: Setup) -> Result<(
             }
             let args = &setup.args;
             if args.seed_calls > 0 || args.seed_executions > 0 {
-                let Some(database_url) = &setup.database_url else {
-                    bail!("seeding writes to the database: set DATABASE_URL with --url");
-                };
                 let plan =
                     seed::SeedPlan { calls: args.seed_calls, executions: args.seed_executions, days: args.seed_days };
-                seed::seed(database_url, &plan).await?;
+                seed::seed(database_to_write(&setup, "seeding")?, &plan).await?;
             }
-            let backlog = match (args.seed_expiring, &setup.database_url) {
-                (0, _) => None,
+            let backlog = match args.seed_expiring {
+                0 => None,
                 // The application this benchmark starts runs no sweeper: nothing would drain it.
                 _ if args.url.is_none() => bail!("--seed-expiring needs an application whose sweeper runs: --url"),
-                (_, None) => bail!("seeding writes to the database: set DATABASE_URL with --url"),
-                (calls, Some(database_url)) => Some(seed::Backlog::seed(database_url, calls).await?),
+                calls => Some(seed::Backlog::seed(database_to_write(&setup, "seeding")?, calls).await?),
             };
             if let Some(history_days) = args.retain_history_days {
-                let Some(database_url) = &setup.database_url else {
-                    bail!("retention writes to the database: set DATABASE_URL with --url");
-                };
+                let database_url = database_to_write(&setup, "retention")?;
                 seed::apply_retention(database_url, history_days, args.retain_calls_days).await?;
             }
             bench(&setup).await?;
@@ -127,6 +121,11 @@ async fn on_clients(clients: &tokio::runtime::Runtime, setup: Setup) -> Result<(
         })
         .await
         .context("the benchmark's task")?
+}
+
+/// The database a step that writes to it (`what`) uses: with --url, only DATABASE_URL names it.
+fn database_to_write<'a>(setup: &'a Setup, what: &str) -> Result<&'a str> {
+    setup.database_url.as_deref().with_context(|| format!("{what} writes to the database: set DATABASE_URL with --url"))
 }
 
 /// The processes watched when the application runs in this process: the runner (this process

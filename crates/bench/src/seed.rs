@@ -26,11 +26,11 @@ const FORGET_FINAL_CALLS_SQL: &str = include_str!("../../store/src/sql/retention
 /// Final calls the retention run forgets per statement (the sweeper takes 1,000 a statement,
 /// twenty statements a pass).
 const FORGET_BATCH: i64 = 10_000;
-/// The days the history's partitions are created ahead for, as the sweeper does.
-const PARTITION_DAYS_AHEAD: i32 = 7;
 
-/// Seeded calls' ids: `tc_5eed` and eight hex digits (their number).
+/// Seeded calls' ids: `tc_5eed` and eight hex digits (their number); the range they sort in.
 const SEEDED_IDS: (&str, &str) = ("tc_5eed", "tc_5eee");
+/// The backlog's calls' ids, likewise: `tc_5eef` and eight hex digits.
+const BACKLOG_IDS: (&str, &str) = ("tc_5eef", "tc_5ef0");
 /// Calls a seeded session holds.
 const CALLS_PER_SESSION: i64 = 4;
 /// Rows one statement writes: large enough that a batch costs little beyond its rows, small
@@ -60,7 +60,7 @@ pub(crate) async fn seed(database_url: &str, plan: &SeedPlan) -> Result<()> {
     )
     .await
     .context("creating the seeded days' partitions")?;
-    let seeded_calls = seeded_calls(&db).await?;
+    let seeded_calls = next_number(&db, SEEDED_IDS).await?;
     let mut next = seeded_calls;
     let started = Instant::now();
     while next < plan.calls {
@@ -110,18 +110,32 @@ pub(crate) async fn roll_up_at(database_url: &str) -> Result<()> {
 /// Adds the seeded executions to the stats' rollups, as the sweeper would have long since.
 async fn roll_up(db: &tokio_postgres::Client) -> Result<()> {
     let started = Instant::now();
-    let mut added = 0;
-    loop {
-        let row = db.query_one(FOLD_ROLLUPS_SQL, &[&FOLD_BATCH]).await.context("adding executions to the rollups")?;
-        let batch: i64 = row.get(0);
-        added += batch;
-        if batch < FOLD_BATCH {
-            break;
-        }
-    }
+    let (added, _) = until_short(db, FOLD_ROLLUPS_SQL, &[&FOLD_BATCH], FOLD_BATCH)
+        .await
+        .context("adding executions to the rollups")?;
     let rate = added as f64 / started.elapsed().as_secs_f64();
     println!("seed: {added} executions added to the rollups ({rate:.0} rows/s)");
     Ok(())
+}
+
+/// Runs `sql`, whose one row's first column says how many rows it handled, again while it
+/// handles a full `batch`: how many it handled in all, and the longest statement.
+async fn until_short(
+    db: &tokio_postgres::Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    batch: i64,
+) -> Result<(i64, Duration), tokio_postgres::Error> {
+    let (mut handled, mut longest) = (0, Duration::ZERO);
+    loop {
+        let statement = Instant::now();
+        let done: i64 = db.query_one(sql, params).await?.get(0);
+        longest = longest.max(statement.elapsed());
+        handled += done;
+        if done < batch {
+            return Ok((handled, longest));
+        }
+    }
 }
 
 /// Stale calls still waiting, through the sweeper's own index (`tool_calls_waiting_expiry_idx`).
@@ -144,17 +158,7 @@ impl Backlog {
     /// starts counting the stale calls left.
     pub(crate) async fn seed(database_url: &str, calls: u64) -> Result<Backlog> {
         let (db, driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting to seed")?;
-        let highest: Option<String> = db
-            .query_one(
-                "SELECT max(tool_call_id) FROM tool_calls WHERE tool_call_id >= 'tc_5eef' AND tool_call_id < 'tc_5ef0'",
-                &[],
-            )
-            .await?
-            .get(0);
-        let mut next = match highest {
-            Some(id) => i64::from_str_radix(&id["tc_5eef".len()..], 16).context("a backlog id's number")? + 1,
-            None => 0,
-        };
+        let mut next = i64::try_from(next_number(&db, BACKLOG_IDS).await?).context("a backlog id's number")?;
         let end = next + i64::try_from(calls).context("backlog size")?;
         while next < end {
             let batch = (CALL_BATCH as i64).min(end - next);
@@ -204,48 +208,36 @@ impl Backlog {
 pub(crate) async fn apply_retention(database_url: &str, history_days: i32, calls_days: i32) -> Result<()> {
     let (db, _driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting for retention")?;
     let started = Instant::now();
-    let kept = db
-        .query_one(KEEP_PARTITIONS_SQL, &[&PARTITION_DAYS_AHEAD, &history_days])
-        .await
-        .context("keeping the history's partitions")?;
+    let kept = db.query_one(KEEP_PARTITIONS_SQL, &[&history_days]).await.context("keeping the history's partitions")?;
     let kept: serde_json::Value = kept.get(0);
     println!("retention: partitions {kept} in {:.1} ms", started.elapsed().as_secs_f64() * 1000.0);
     if calls_days > 0 {
         let started = Instant::now();
-        let (mut forgotten, mut longest) = (0, 0.0_f64);
-        loop {
-            let statement = Instant::now();
-            let row = db
-                .query_one(FORGET_FINAL_CALLS_SQL, &[&calls_days, &FORGET_BATCH])
+        let (forgotten, longest) =
+            until_short(&db, FORGET_FINAL_CALLS_SQL, &[&calls_days, &FORGET_BATCH], FORGET_BATCH)
                 .await
                 .context("forgetting final calls")?;
-            longest = longest.max(statement.elapsed().as_secs_f64());
-            let batch: i64 = row.get(0);
-            forgotten += batch;
-            if batch < FORGET_BATCH {
-                break;
-            }
-        }
         let rate = forgotten as f64 / started.elapsed().as_secs_f64();
         println!(
             "retention: {forgotten} final calls forgotten ({rate:.0} calls/s, longest statement {:.0} ms for {FORGET_BATCH})",
-            longest * 1000.0
+            longest.as_secs_f64() * 1000.0
         );
     }
     print_sizes(&db).await
 }
 
-/// How many calls are seeded: the highest seeded id's number plus one, by the primary key.
-async fn seeded_calls(db: &tokio_postgres::Client) -> Result<u64> {
+/// The number the next seeded call of `ids` (its prefix, and the prefix its range sorts before)
+/// takes: the highest such id's number plus one, by the primary key, or 0.
+async fn next_number(db: &tokio_postgres::Client, ids: (&str, &str)) -> Result<u64> {
     let row = db
         .query_one(
             "SELECT max(tool_call_id) FROM tool_calls WHERE tool_call_id >= $1 AND tool_call_id < $2",
-            &[&SEEDED_IDS.0, &SEEDED_IDS.1],
+            &[&ids.0, &ids.1],
         )
         .await?;
     let highest: Option<String> = row.get(0);
     Ok(match highest {
-        Some(id) => u64::from_str_radix(&id[SEEDED_IDS.0.len()..], 16).context("a seeded id's number")? + 1,
+        Some(id) => u64::from_str_radix(&id[ids.0.len()..], 16).context("a seeded id's number")? + 1,
         None => 0,
     })
 }

@@ -24,4 +24,6 @@ pub use ids::{InvalidId, MAX_SESSION_ID_LEN, SessionId, SessionOf, ToolCallId};
 pub use patch::{FieldChange, changed_fields, merge_patch};
 pub use prefer::{MAX_WAIT, preference_applied, wait_preference};
 pub use status::{ParseStatusError, Status};
-pub use time::{MAX_WINDOW_SECONDS, is_rfc3339, parse_window};
+pub use time::{
+    CLOCK_SLACK_SECONDS, MAX_WINDOW_SECONDS, is_rfc3339, parse_window, stats_partition_bounds, unix_seconds,
+};

@@ -3,6 +3,23 @@
 /// The longest stats window: a year.
 pub const MAX_WINDOW_SECONDS: f64 = 366.0 * 86_400.0;
 
+/// How far a host's clock may be from the database's without a stats window losing rows.
+pub const CLOCK_SLACK_SECONDS: f64 = 3_600.0;
+
+/// This host's clock, in seconds since the epoch.
+pub fn unix_seconds() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// For a stats window of `window_seconds` ending at `now` (seconds since the epoch, by this
+/// host's clock): a time [`CLOCK_SLACK_SECONDS`] before its start and one twice that before its
+/// end. The stats statement compares them with the history's partition columns as constants, so
+/// the planner leaves older partitions out before planning them (docs/architecture.md,
+/// "Retention"); the statement still filters on the database's own clock.
+pub fn stats_partition_bounds(now: f64, window_seconds: f64) -> (f64, f64) {
+    (now - window_seconds - CLOCK_SLACK_SECONDS, now - 2.0 * CLOCK_SLACK_SECONDS)
+}
+
 /// A span such as `90s`, `15m`, `24h` or `7d`, in seconds; at most [`MAX_WINDOW_SECONDS`].
 pub fn parse_window(text: &str) -> Option<f64> {
     let text = text.trim();
@@ -77,6 +94,13 @@ fn days_in_month(year: u32, month: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partition_bounds_lie_before_the_window_by_the_clocks_slack() {
+        let (start, end) = stats_partition_bounds(1_800_000_000.0, 86_400.0);
+        assert_eq!(start, 1_800_000_000.0 - 86_400.0 - CLOCK_SLACK_SECONDS);
+        assert_eq!(end, 1_800_000_000.0 - 2.0 * CLOCK_SLACK_SECONDS);
+    }
 
     #[test]
     fn windows_have_a_number_and_a_unit() {

@@ -37,9 +37,6 @@ const MAX_DISCARD_ATTEMPTS: i32 = 5;
 const ROLLUP_BATCH: i64 = 10_000;
 /// Final calls forgotten per statement once past their retention.
 const CALLS_BATCH: i64 = 1000;
-/// How many days ahead the history's partitions are created: the default partition takes
-/// a day's rows only if no sweeper has run for this long.
-const PARTITION_DAYS_AHEAD: i32 = 7;
 /// Spent nonces, and records of SDK tools' calls, forgotten per pass.
 const NONCE_BATCH: i64 = 1000;
 /// How long an SDK tool's call record is kept after its last change: far longer than any call
@@ -125,7 +122,7 @@ fn apply_retention(ctx: &Ctx, db: &Connection, clock: Instant) {
         Ok(retention) => retention,
         Err(e) => return gatehouse_platform::log_line("warn", &format!("retention: {e}")),
     };
-    if let Err(e) = gatehouse_store::keep_history_partitions(db, PARTITION_DAYS_AHEAD, retention.history_days) {
+    if let Err(e) = gatehouse_store::keep_history_partitions(db, retention.history_days) {
         gatehouse_platform::log_line("warn", &format!("keeping the history's partitions: {e}"));
     }
     if retention.calls_days == 0 {

@@ -2,6 +2,7 @@
 //! executions page by page, and its stats, all computed by the database. A page and the stats
 //! are the routes' answers as they stand, decoded as the caller's type for each.
 
+use gatehouse_domain::{stats_partition_bounds, unix_seconds};
 use serde::de::DeserializeOwned;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
@@ -120,26 +121,16 @@ pub fn tool_stats<T: DeserializeOwned>(
     window: &str,
     window_seconds: f64,
 ) -> Result<T, StoreError> {
+    let (window_start, window_end) = stats_partition_bounds(unix_seconds(), window_seconds);
     let parameters = [
         text(tool),
         ParameterValue::Floating64(window_seconds),
         text(window),
         text(tenant),
-        ParameterValue::Floating64(now_seconds() - window_seconds - CLOCK_SLACK_SECONDS),
-        ParameterValue::Floating64(now_seconds() - 2.0 * CLOCK_SLACK_SECONDS),
+        ParameterValue::Floating64(window_start),
+        ParameterValue::Floating64(window_end),
     ];
     optional(db, STATS, &parameters)?.ok_or_else(|| StoreError::Unexpected("the stats query returned nothing".into()))
-}
-
-/// How far this host's clock may be from the database's without a window losing rows.
-const CLOCK_SLACK_SECONDS: f64 = 3600.0;
-
-/// This host's clock, in seconds since the epoch: the stats statement's bounds on the history's
-/// partition columns are taken from it, as constants the database's planner can leave older
-/// partitions out by before it plans them (docs/architecture.md, "Retention"). The statement
-/// still filters on the database's own clock.
-fn now_seconds() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Adds at most `batch` executions from the inbox to the rollups (migration V20); how many it

@@ -26,16 +26,11 @@ pub struct PartitionsKept {
     pub dropped: i64,
 }
 
-/// Creates the history's week partitions holding the days up to `days_ahead` days after today,
-/// and drops those wholly older than `retention_days` (0 keeps everything). Another sweeper
-/// doing the same at that moment makes this one do nothing.
-pub fn keep_history_partitions(
-    db: &Connection,
-    days_ahead: i32,
-    retention_days: i32,
-) -> Result<PartitionsKept, StoreError> {
-    let parameters = [ParameterValue::Int32(days_ahead), ParameterValue::Int32(retention_days)];
-    Ok(optional(db, KEEP_PARTITIONS, &parameters)?.unwrap_or_default())
+/// Creates the history's week partitions holding today and the week after it, and drops those
+/// wholly older than `retention_days` (0 keeps everything). Another sweeper doing the same at
+/// that moment makes this one do nothing.
+pub fn keep_history_partitions(db: &Connection, retention_days: i32) -> Result<PartitionsKept, StoreError> {
+    Ok(optional(db, KEEP_PARTITIONS, &[ParameterValue::Int32(retention_days)])?.unwrap_or_default())
 }
 
 /// Forgets at most `batch` final calls created more than `retention_days` ago; how many.

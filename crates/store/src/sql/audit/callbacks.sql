@@ -2,8 +2,11 @@
 -- no call with this id. $1 id, $2 the most attempts to answer (a call makes a handful: progress, checkpoint,
 -- completion, and their retries). The outer SELECT reads from nothing, so it is one row
 -- whatever matches (see rows.rs). No attempt precedes its call, so the call's creation time
--- leaves out every day partition before it (migration V24) instead of probing each.
-SELECT CASE WHEN EXISTS (SELECT 1 FROM tool_calls c WHERE c.tool_call_id = $1::text AND c.tenant_id = $3::text) THEN jsonb_build_object(
+-- leaves out every week partition before it (migration V24) instead of probing each.
+WITH called AS (
+    SELECT c.created_at FROM tool_calls c WHERE c.tool_call_id = $1::text AND c.tenant_id = $3::text
+)
+SELECT CASE WHEN EXISTS (SELECT 1 FROM called) THEN jsonb_build_object(
     'tool_call_id', $1::text,
     'callbacks', COALESCE((
         SELECT jsonb_agg(jsonb_build_object(
@@ -18,7 +21,6 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM tool_calls c WHERE c.tool_call_id = $1::t
                ORDER BY a.created_at, a.attempt_id)
           FROM (SELECT * FROM callback_attempts
                  WHERE tool_call_id = $1::text
-                   AND created_at >= (SELECT c.created_at FROM tool_calls c
-                                       WHERE c.tool_call_id = $1::text AND c.tenant_id = $3::text)
+                   AND created_at >= (SELECT created_at FROM called)
                  ORDER BY created_at, attempt_id
                  LIMIT $2::int8) a), '[]'::jsonb)) END AS callbacks
