@@ -110,6 +110,19 @@ async fn retention_drops_whole_partitions_and_forgets_only_final_calls() -> Resu
     age(&db, &old_final, 30.0).await?;
     age(&db, &old_open, 30.0).await?;
     age(&db, &young_final, 10.0).await?;
+    // More old final calls than one statement forgets (1,000): copies of the first.
+    let copies = db
+        .execute(
+            "INSERT INTO tool_calls
+             SELECT (jsonb_populate_record(NULL::tool_calls, to_jsonb(c) || jsonb_build_object(
+                       'tool_call_id', 'tc_' || substr(md5(c.tool_call_id || n), 1, 12), 'idempotency_key', NULL,
+                       'intent_id', 'retention-copy', 'report_owed_since', NULL))).*
+               FROM tool_calls c, generate_series(1, 1500) AS n
+              WHERE c.tool_call_id = $1",
+            &[&old_final],
+        )
+        .await?;
+    assert_eq!(copies, 1500);
 
     // One pass: its statements are done when it answers.
     let sweep = app.sweep().await?;
@@ -141,6 +154,11 @@ async fn retention_drops_whole_partitions_and_forgets_only_final_calls() -> Resu
     assert_eq!(in_default, 0);
 
     assert!(!exists(&db, &old_final).await?, "a final call past its retention is forgotten");
+    let copies_left: i64 = db
+        .query_one("SELECT count(*) FROM tool_calls WHERE session_id = $1 AND intent_id = 'retention-copy'", &[&session])
+        .await?
+        .get(0);
+    assert_eq!(copies_left, 0, "one pass forgets statement after statement while they come back full");
     assert!(exists(&db, &old_open).await?, "a call that is not final stays, whatever its age");
     assert!(exists(&db, &young_final).await?, "a final call within its retention stays");
     assert_eq!(app.status(&old_final).await?.status, 404);

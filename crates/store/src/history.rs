@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
-use crate::rows::{optional, optional_text, text};
+use crate::rows::{count, optional, optional_text, text};
 
 const RECORD: &str = include_str!("sql/history/record.sql");
 const PAGE: &str = include_str!("sql/history/page.sql");
@@ -136,7 +136,7 @@ pub fn tool_stats<T: DeserializeOwned>(
 /// Adds at most `batch` executions from the inbox to the rollups (migration V20); how many it
 /// added.
 pub fn fold_execution_rollups(db: &Connection, batch: i64) -> Result<i64, StoreError> {
-    Ok(optional(db, FOLD_ROLLUPS, &[ParameterValue::Int64(batch)])?.unwrap_or(0))
+    count(db, FOLD_ROLLUPS, &[ParameterValue::Int64(batch)])
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
-use crate::rows::optional;
+use crate::rows::{count, optional};
 
 pub(crate) const KEEP_PARTITIONS: &str = include_str!("sql/retention/keep_partitions.sql");
 pub(crate) const FORGET_FINAL_CALLS: &str = include_str!("sql/retention/forget_final_calls.sql");
@@ -36,5 +36,5 @@ pub fn keep_history_partitions(db: &Connection, retention_days: i32) -> Result<P
 /// Forgets at most `batch` final calls created more than `retention_days` ago; how many.
 pub fn forget_final_calls(db: &Connection, retention_days: i32, batch: i64) -> Result<i64, StoreError> {
     let parameters = [ParameterValue::Int32(retention_days), ParameterValue::Int64(batch)];
-    Ok(optional(db, FORGET_FINAL_CALLS, &parameters)?.unwrap_or(0))
+    count(db, FORGET_FINAL_CALLS, &parameters)
 }

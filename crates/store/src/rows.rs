@@ -54,6 +54,15 @@ pub(crate) fn optional<T: DeserializeOwned>(
     decode(&first_column(one_row(db, sql, params)?, sql)?)
 }
 
+/// The first column of the single row as a count (`count(*)` is an int8), 0 for SQL NULL.
+pub(crate) fn count(db: &Connection, sql: &str, params: &[ParameterValue]) -> Result<i64, StoreError> {
+    match first_column(one_row(db, sql, params)?, sql)? {
+        DbValue::Int64(count) => Ok(count),
+        DbValue::DbNull => Ok(0),
+        other => Err(StoreError::Unexpected(format!("expected a count, got {other:?}"))),
+    }
+}
+
 /// The first column of a row; a row without columns is a statement out of step with its reader.
 pub(crate) fn first_column(row: Vec<DbValue>, sql: &str) -> Result<DbValue, StoreError> {
     row.into_iter()
