@@ -830,6 +830,44 @@ async fn callbacks_are_retried_recorded_and_never_block_the_call() -> Result<()>
 
 /// A call left at the checkpoint expires too: resume is refused, the tool discards its
 /// prepared work, and the relay hears EXPIRED.
+/// Expired calls with no relay to tell (no callback URL, no default) are marked as reported
+/// together, one statement for a sweep's batch, and nothing is sent for them; a call with a
+/// relay among them still gets its completion, and every one ends owing nothing.
+#[tokio::test]
+async fn expired_calls_with_no_relay_owe_no_report_and_one_with_a_relay_is_told() -> Result<()> {
+    let scratch = ScratchDatabase::create("unaddressed").await?;
+    let options = lifecycle_options(&[("pending_ttl_seconds", "1")], &["--sweep-interval", "0.2"]);
+    let app = App::start(scratch.serve(options)).await?;
+    let relay = Relay::start().await?;
+    let db = app.db().await?;
+    let session = unique("unaddressed");
+    let mut silent = Vec::new();
+    for n in 0..5 {
+        silent.push(app.create_id(&session, json!({"to": format!("u{n}@example.com")}), None).await?);
+    }
+    let told = app.create_id(&session, json!({"to": "told@example.com"}), Some(&relay.url)).await?;
+
+    let completion = relay.wait_for(&told, "completion", SETTLE).await?;
+    assert_eq!(completion.body["status"], "EXPIRED");
+    let all: Vec<&str> = silent.iter().map(String::as_str).chain([told.as_str()]).collect();
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        let sql = "SELECT count(*) FILTER (WHERE status = 'EXPIRED' AND report_owed_since IS NULL)::int8 \
+                     FROM tool_calls WHERE tool_call_id = ANY($1)";
+        let settled: i64 = db.query_one(sql, &[&all]).await?.get(0);
+        if settled == 6 {
+            break;
+        }
+        ensure!(std::time::Instant::now() < deadline, "{settled} of 6 expired calls owe nothing after {SETTLE:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sql = "SELECT count(*) FROM callback_attempts WHERE tool_call_id = ANY($1)";
+    let attempts: i64 = db.query_one(sql, &[&silent]).await?.get(0);
+    assert_eq!(attempts, 0, "nothing is sent for a call with no relay");
+    assert_eq!(relay.for_call(&told).iter().filter(|r| r.kind == "completion").count(), 1);
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_call_left_at_the_checkpoint_expires_and_is_discarded() -> Result<()> {
     let app = App::start(lifecycle_options(&[("checkpoint_ttl_seconds", "1")], &["--sweep-interval", "0.2"])).await?;

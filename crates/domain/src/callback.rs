@@ -12,7 +12,7 @@ use crate::{SessionId, Status, ToolCallId};
 pub const SIGNATURE_HEADER: &str = "x-gatehouse-signature";
 
 /// The kinds of callback; also stored with each delivery attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallbackKind {
     Progress,

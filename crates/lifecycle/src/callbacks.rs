@@ -51,8 +51,25 @@ pub(crate) async fn checkpoint(ctx: &Ctx, call: &ToolCall, message: String) {
 /// owes it, so the sweeper will not send it again (see `sweep::deliver_owed`). If this write is
 /// lost, the sweeper sends the report once more; a relay takes a repeated report as the same.
 fn tried(ctx: &Ctx, call: &ToolCall, kind: CallbackKind) {
-    let what = format!("{} report for {}", kind.as_str(), call.tool_call_id);
-    bookkeep(ctx, &what, |db| gatehouse_store::report_tried(db, &call.tool_call_id, kind.as_str()));
+    tried_together(ctx, &[call], kind);
+}
+
+/// [`tried`] for any number of calls, in one statement: the sweeper's calls whose reports have
+/// no relay to go to ([`destination`] is `None`), a whole batch at once.
+pub(crate) fn tried_together(ctx: &Ctx, calls: &[&ToolCall], kind: CallbackKind) {
+    let Some(first) = calls.first() else { return };
+    let what = match calls.len() {
+        1 => format!("{} report for {}", kind.as_str(), first.tool_call_id),
+        n => format!("{} reports for {} and {} other calls", kind.as_str(), first.tool_call_id, n - 1),
+    };
+    let ids: Vec<_> = calls.iter().map(|call| &call.tool_call_id).collect();
+    bookkeep(ctx, &what, |db| gatehouse_store::reports_tried(db, &ids, kind.as_str()));
+}
+
+/// Where a call's reports go: its own callback URL, else the deployment's default; `None` when
+/// neither is set, and nobody is told.
+pub(crate) fn destination(ctx: &Ctx, call: &ToolCall) -> Result<Option<String>, ApiError> {
+    Ok(call.callback_url.clone().or(ctx.config().callback_default_url()?))
 }
 
 /// One bookkeeping write of a delivery, on a connection given back at once (the connection
@@ -150,7 +167,7 @@ async fn try_deliver(
     attempts: u32,
     patience: Patience,
 ) -> Result<Option<OutboundResponse>, ApiError> {
-    let Some(url) = call.callback_url.clone().or(ctx.config().callback_default_url()?) else {
+    let Some(url) = destination(ctx, call)? else {
         return Ok(None);
     };
     let body = serde_json::to_vec(payload)

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use gatehouse_domain::callback::CallbackKind;
 use gatehouse_domain::{ApiError, Status};
 use gatehouse_store::{Claim, Connection, ExpiredCall, StoreError, ToolCall};
 
@@ -184,8 +185,27 @@ impl Errand {
         if let Errand::Discard(call) = self {
             return format!("tool {}", call.component);
         }
-        let url = call.callback_url.clone().or_else(|| ctx.config().callback_default_url().ok().flatten());
+        let url = callbacks::destination(ctx, call).ok().flatten();
         url.as_deref().and_then(authority).map_or_else(String::new, |relay| format!("relay {relay}"))
+    }
+
+    /// The report this errand is made of when a report is all it sends: one with no relay to go
+    /// to is then nothing to do but mark tried, with the pass's others in one statement
+    /// (docs/architecture.md, "The sweeper"). `None` for a discard, or an expired call whose
+    /// prepared work is discarded first.
+    fn report_alone(&self) -> Option<CallbackKind> {
+        match self {
+            Errand::Expired(ExpiredCall { call, was_prepared }) => {
+                (!*was_prepared || call.checkpoint.is_none()).then_some(CallbackKind::Completion)
+            }
+            Errand::Completion(_) => Some(CallbackKind::Completion),
+            Errand::Owed(call) => match (call.status, &call.checkpoint) {
+                (Status::Prepared, Some(_)) => Some(CallbackKind::Checkpoint),
+                (status, _) if status.is_settled() => Some(CallbackKind::Completion),
+                _ => None,
+            },
+            Errand::Discard(_) => None,
+        }
     }
 
     async fn run(self, ctx: &Ctx) {
@@ -235,8 +255,20 @@ async fn follow_up(ctx: Ctx, Sweep { expired, failed, claims, owed, discards }: 
         .chain(owed.into_iter().map(Errand::Owed))
         .chain(discards.into_iter().map(Errand::Discard));
     let mut by_party: BTreeMap<String, Vec<Errand>> = BTreeMap::new();
+    let mut unaddressed: BTreeMap<CallbackKind, Vec<Errand>> = BTreeMap::new();
     for errand in errands {
-        by_party.entry(errand.party(&ctx)).or_default().push(errand);
+        match errand.report_alone() {
+            Some(kind) if matches!(callbacks::destination(&ctx, errand.call()), Ok(None)) => {
+                unaddressed.entry(kind).or_default().push(errand);
+            }
+            _ => by_party.entry(errand.party(&ctx)).or_default().push(errand),
+        }
+    }
+    // A backlog of calls nobody is to be told about (an outage's expiries, say) is one write a
+    // kind, not one per call (docs/benchmarks.md, "A sweeper's backlog").
+    for (kind, errands) in &unaddressed {
+        let calls: Vec<&ToolCall> = errands.iter().map(Errand::call).collect();
+        callbacks::tried_together(&ctx, &calls, *kind);
     }
     let queues = by_party.into_values().map(|queue| {
         let ctx = ctx.clone();

@@ -500,9 +500,11 @@ pub fn claim_owed_reports(db: &Connection, grace_seconds: f64, batch: i64) -> Re
     list(db, CLAIM_OWED_REPORTS, &[ParameterValue::Floating64(grace_seconds), ParameterValue::Int64(batch)])
 }
 
-/// The report of the call's current status has been tried; the sweeper need not send it.
-pub fn report_tried(db: &Connection, tool_call_id: &ToolCallId, kind: &str) -> Result<(), StoreError> {
-    one_row(db, REPORTED, &[id(tool_call_id), text(kind)]).map(|_| ())
+/// The report of each call's current status has been tried, or had nowhere to go; the sweeper
+/// need not send it. One statement for any number of calls.
+pub fn reports_tried(db: &Connection, tool_call_ids: &[&ToolCallId], kind: &str) -> Result<(), StoreError> {
+    let ids: Vec<&str> = tool_call_ids.iter().map(|id| id.as_str()).collect();
+    one_row(db, REPORTED, &[json(&ids)?, text(kind)]).map(|_| ())
 }
 
 /// Calls whose `discard` has been owed for longer than `grace_seconds` (whoever owed it failed
