@@ -49,7 +49,7 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
     let args = ["bench", "--manifest", &manifest, "--scenario", "embed,create", "--concurrency", "2", "--seconds", "1"];
     let printed = gatehouse(&args, &database.url)?;
 
-    let embed = printed.lines().skip_while(|l| !l.starts_with("embed:")).take(4).collect::<Vec<_>>().join("\n");
+    let embed = printed.lines().skip_while(|l| !l.starts_with("embed:")).take(5).collect::<Vec<_>>().join("\n");
     ensure!(number_after(&embed, "\n  documents")? == DOCUMENTS as f64, "{embed}");
     for label in [
         "tokens",
@@ -65,6 +65,11 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
     ] {
         let value = number_after(&embed, label)?;
         ensure!(value > 0.0 && value.is_finite(), "{label} is {value} in:\n{embed}");
+    }
+    let evicted = embed.lines().find(|l| l.contains("after other work")).context(format!("no eviction line in:\n{embed}"))?;
+    for label in ["p50", "p99"] {
+        let value = number_after(evicted, label)?;
+        ensure!(value > 0.0 && value.is_finite(), "{label} is {value} in: {evicted}");
     }
     // Each measured level of `create` is followed by the CPU it cost per request.
     let create = printed.lines().find(|l| l.starts_with("create ")).context(format!("no create row in:\n{printed}"))?;

@@ -146,6 +146,12 @@ const STALE_CALLS_SQL: &str =
 const BACKLOG_SAMPLE: Duration = Duration::from_secs(1);
 const BACKLOG_PATIENCE: Duration = Duration::from_secs(1800);
 
+/// How long after seeding starts the backlog reaches its deadline: time to seed (about 10,000
+/// calls a second), vacuum and checkpoint, with room to spare.
+fn backlog_settle(calls: u64) -> Duration {
+    Duration::from_secs(5) + Duration::from_secs_f64(calls as f64 / 2000.0)
+}
+
 /// A sweeper's backlog seeded before the scenarios, and counted every second while they run
 /// and after, until it is gone.
 pub(crate) struct Backlog {
@@ -154,16 +160,34 @@ pub(crate) struct Backlog {
 }
 
 impl Backlog {
-    /// Adds `calls` waiting calls past their deadline (ids after the last seeded backlog), and
-    /// starts counting the stale calls left.
+    /// Adds `calls` waiting calls (ids after the last seeded backlog) whose deadline comes
+    /// once the database has settled from their seeding, waits for it, and starts counting the
+    /// stale calls left.
+    ///
+    /// Settled: vacuumed, analyzed and checkpointed, as calls made over the minutes before an
+    /// outage would be. Measured right after a bulk insert, the create would wait on the
+    /// insert's own aftermath (autovacuum, the checkpoint writing its pages) and not on the
+    /// sweeper.
     pub(crate) async fn seed(database_url: &str, calls: u64) -> Result<Backlog> {
         let (db, driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting to seed")?;
+        let deadline = Instant::now() + backlog_settle(calls);
         let mut next = i64::try_from(next_number(&db, BACKLOG_IDS).await?).context("a backlog id's number")?;
         let end = next + i64::try_from(calls).context("backlog size")?;
         while next < end {
             let batch = (CALL_BATCH as i64).min(end - next);
-            db.execute(SEED_EXPIRING_SQL, &[&next, &batch, &FUNCTION, &TOOL]).await.context("seeding the backlog")?;
+            let until_deadline = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+            db.execute(SEED_EXPIRING_SQL, &[&next, &batch, &FUNCTION, &TOOL, &until_deadline])
+                .await
+                .context("seeding the backlog")?;
             next += batch;
+        }
+        db.batch_execute("VACUUM (ANALYZE) tool_calls").await.context("vacuuming after seeding the backlog")?;
+        if let Err(e) = db.batch_execute("CHECKPOINT").await {
+            println!("backlog: no checkpoint after seeding ({e}); the create may wait on the seeding's writes");
+        }
+        match deadline.checked_duration_since(Instant::now()) {
+            Some(wait) => tokio::time::sleep(wait + BACKLOG_SAMPLE / 4).await,
+            None => println!("backlog: seeding took longer than its settling time; the sweeper started meanwhile"),
         }
         println!("backlog: {calls} waiting calls past their deadline");
         let counts = tokio::spawn(async move {

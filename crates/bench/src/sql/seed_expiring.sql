@@ -1,10 +1,11 @@
 -- The sweeper's backlog (docs/benchmarks.md, "At scale"): calls $1 to $1 + $2 - 1 of the
--- fixture tool ($3, its component $4), waiting PENDING in sessions of ten, all past their
--- deadline at once, as after an outage of every sweeper. Ids are `tc_5eef` and eight hex
--- digits; sessions are `backlog-N`. No callback URL, so expiring them sends nothing.
+-- fixture tool ($3, its component $4), waiting PENDING in sessions of ten, made ten minutes
+-- before their deadline, which all reach together $5 seconds from now (as after an outage of
+-- every sweeper). Ids are `tc_5eef` and eight hex digits; sessions are `backlog-N`. No callback
+-- URL, so expiring them sends nothing.
 WITH numbered AS (
     SELECT n, 'tc_5eef' || lpad(to_hex(n), 8, '0') AS id, 'backlog-' || (n / 10) AS session_id,
-           now() - interval '11 minutes' AS t,
+           now() + make_interval(secs => $5::float8) - interval '10 minutes' AS t,
            jsonb_build_object('to', 'backlog' || n || '@example.com', 'subject', 'Backlog ' || n) AS parameters
       FROM generate_series($1::int8, $1::int8 + $2::int8 - 1) AS n
 ), calls AS (
