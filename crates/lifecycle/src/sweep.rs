@@ -265,7 +265,7 @@ async fn follow_up(ctx: Ctx, Sweep { expired, failed, claims, owed, discards }: 
         }
     }
     // A backlog of calls nobody is to be told about (an outage's expiries, say) is one write a
-    // kind, not one per call (docs/benchmarks.md, "A sweeper's backlog").
+    // kind, not one per call (docs/architecture.md, "The sweeper").
     for (kind, errands) in &unaddressed {
         let calls: Vec<&ToolCall> = errands.iter().map(Errand::call).collect();
         callbacks::tried_together(&ctx, &calls, *kind);
