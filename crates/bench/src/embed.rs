@@ -86,19 +86,28 @@ fn measure(embedder: &Embedder, contents: &[String], queries: &[String]) -> Resu
     let model_gflops = flops_for_texts(tokens, texts.len()) / elapsed.as_secs_f64() / 1e9;
     let matrix = matrix_rate(MATRIX_TIME);
 
-    let mut query = histogram()?;
     let mut cycle = queries.iter().cycle();
     for _ in 0..QUERY_WARMUP {
         embedder.embed(&[cycle.next().context("no queries")?])?;
     }
+    let query = time_queries(embedder, queries, || {})?;
+    let evicted = query_after_eviction(embedder, queries)?;
+    Ok(Measured { documents: texts.len(), tokens, elapsed, model_gflops, matrix, query, evicted })
+}
+
+/// [`QUERY_RUNS`] queries embedded one at a time, each timed, with `between` run (untimed)
+/// before each.
+fn time_queries(embedder: &Embedder, queries: &[String], mut between: impl FnMut()) -> Result<Histogram<u64>> {
+    let mut timed = histogram()?;
+    let mut cycle = queries.iter().cycle();
     for _ in 0..QUERY_RUNS {
+        between();
         let text = cycle.next().context("no queries")?;
         let started = Instant::now();
         embedder.embed(&[text])?;
-        query.record(micros(started.elapsed()))?;
+        timed.record(micros(started.elapsed()))?;
     }
-    let evicted = query_after_eviction(embedder, queries)?;
-    Ok(Measured { documents: texts.len(), tokens, elapsed, model_gflops, matrix, query, evicted })
+    Ok(timed)
 }
 
 /// The same queries, each after reading [`EVICTION_BYTES`] of other memory (untimed): inside
@@ -109,19 +118,13 @@ fn measure(embedder: &Embedder, contents: &[String], queries: &[String]) -> Resu
 /// component").
 fn query_after_eviction(embedder: &Embedder, queries: &[String]) -> Result<Histogram<u64>> {
     let mut other_work = vec![1u64; EVICTION_BYTES / 8];
-    let mut evicted = histogram()?;
-    let mut cycle = queries.iter().cycle();
     let mut sum = 0u64;
-    for _ in 0..QUERY_RUNS {
+    let evicted = time_queries(embedder, queries, || {
         for word in other_work.iter_mut() {
             *word = word.wrapping_mul(3).wrapping_add(1);
             sum = sum.wrapping_add(*word);
         }
-        let text = cycle.next().context("no queries")?;
-        let started = Instant::now();
-        embedder.embed(&[text])?;
-        evicted.record(micros(started.elapsed()))?;
-    }
+    })?;
     std::hint::black_box(sum);
     Ok(evicted)
 }

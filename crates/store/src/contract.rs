@@ -7,7 +7,7 @@ use spin_sdk::pg4::{Connection, ParameterValue};
 
 use crate::StoreError;
 use crate::calls::ToolCall;
-use crate::rows::{decode, one_row, optional, text};
+use crate::rows::{count, decode, one_row, optional, text};
 
 pub(crate) const SPEND_NONCE: &str = include_str!("sql/contract/spend_nonce.sql");
 pub(crate) const FORGET_NONCES: &str = include_str!("sql/contract/forget_nonces.sql");
@@ -24,14 +24,14 @@ pub fn spend_nonce(db: &Connection, nonce: &str, expires_at: u64) -> Result<bool
 
 /// Forgets at most `batch` nonces whose window has passed; how many it forgot.
 pub fn forget_spent_nonces(db: &Connection, batch: i64) -> Result<i64, StoreError> {
-    Ok(optional(db, FORGET_NONCES, &[ParameterValue::Int64(batch)])?.unwrap_or(0))
+    count(db, FORGET_NONCES, &[ParameterValue::Int64(batch)])
 }
 
 /// Forgets at most `batch` records of SDK tools' calls untouched for `older_than_seconds`; how
 /// many it forgot.
 pub fn forget_sdk_call_records(db: &Connection, batch: i64, older_than_seconds: i64) -> Result<i64, StoreError> {
     let parameters = [ParameterValue::Int64(batch), ParameterValue::Int64(older_than_seconds)];
-    Ok(optional(db, FORGET_SDK_CALLS, &parameters)?.unwrap_or(0))
+    count(db, FORGET_SDK_CALLS, &parameters)
 }
 
 /// An operation of the contract that a tool claims before acting on a call.

@@ -5,4 +5,4 @@ WITH expired AS (
 forgotten AS (
     DELETE FROM service_nonces n USING expired WHERE n.nonce = expired.nonce RETURNING 1
 )
-SELECT to_jsonb(count(*)) AS forgotten FROM forgotten
+SELECT count(*) AS forgotten FROM forgotten

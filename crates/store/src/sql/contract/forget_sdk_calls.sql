@@ -8,4 +8,4 @@ WITH old AS (
 forgotten AS (
     DELETE FROM tool_sdk_calls c USING old WHERE c.tool = old.tool AND c.tool_call_id = old.tool_call_id RETURNING 1
 )
-SELECT to_jsonb(count(*)) AS forgotten FROM forgotten
+SELECT count(*) AS forgotten FROM forgotten
