@@ -828,8 +828,6 @@ async fn callbacks_are_retried_recorded_and_never_block_the_call() -> Result<()>
     anyhow::bail!("the unreachable relay's four completion attempts were not all recorded")
 }
 
-/// A call left at the checkpoint expires too: resume is refused, the tool discards its
-/// prepared work, and the relay hears EXPIRED.
 /// Expired calls with no relay to tell (no callback URL, no default) are marked as reported
 /// together, one statement for a sweep's batch, and nothing is sent for them; a call with a
 /// relay among them still gets its completion, and every one ends owing nothing.
@@ -868,20 +866,28 @@ async fn expired_calls_with_no_relay_owe_no_report_and_one_with_a_relay_is_told(
     Ok(())
 }
 
+/// A call left at the checkpoint expires too: resume is refused, the tool discards its
+/// prepared work, and the relay hears EXPIRED. A call at the checkpoint with no relay to tell
+/// is discarded just the same: the expiry answers it in full, not as a mere id.
 #[tokio::test]
 async fn a_call_left_at_the_checkpoint_expires_and_is_discarded() -> Result<()> {
     let app = App::start(lifecycle_options(&[("checkpoint_ttl_seconds", "1")], &["--sweep-interval", "0.2"])).await?;
     let relay = Relay::start().await?;
     let id = app.create_id(&unique("checkpoint_ttl"), json!({"to": "x@example.com"}), Some(&relay.url)).await?;
-    let confirmed =
-        app.send_with(Method::POST, &format!("/voice-tools/confirm/{id}"), None, &[("prefer", "wait=10")]).await?;
-    assert_eq!(confirmed.body["status"], "PREPARED");
+    let untold = app.create_id(&unique("checkpoint_ttl"), json!({"to": "y@example.com"}), None).await?;
+    for id in [&id, &untold] {
+        let confirmed =
+            app.send_with(Method::POST, &format!("/voice-tools/confirm/{id}"), None, &[("prefer", "wait=10")]).await?;
+        assert_eq!(confirmed.body["status"], "PREPARED");
+    }
     tokio::time::sleep(Duration::from_millis(1300)).await;
     let resume = app.resume(&id, "proceed").await?;
     assert_eq!((resume.status, resume.body["code"].as_str()), (410, Some("expired")));
     assert_eq!(relay.wait_for(&id, "completion", SETTLE).await?.body["status"], "EXPIRED");
-    assert_eq!(operations_reaching(&app, &id, "discard", 1).await?, 1);
-    assert_eq!(operations(&app, &id, "execute").await?, 0);
+    for id in [&id, &untold] {
+        assert_eq!(operations_reaching(&app, id, "discard", 1).await?, 1, "{id}");
+        assert_eq!(operations(&app, id, "execute").await?, 0);
+    }
     Ok(())
 }
 

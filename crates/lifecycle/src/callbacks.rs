@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gatehouse_domain::callback::{self, CallbackKind, CheckpointCallback, CompletionCallback, ProgressCallback};
-use gatehouse_domain::{ApiError, Status};
+use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_platform::Method;
 use gatehouse_platform::OutboundResponse;
 use gatehouse_store::{CallbackAttempt, Connection, StoreError, ToolCall};
@@ -51,19 +51,18 @@ pub(crate) async fn checkpoint(ctx: &Ctx, call: &ToolCall, message: String) {
 /// owes it, so the sweeper will not send it again (see `sweep::deliver_owed`). If this write is
 /// lost, the sweeper sends the report once more; a relay takes a repeated report as the same.
 fn tried(ctx: &Ctx, call: &ToolCall, kind: CallbackKind) {
-    tried_together(ctx, &[call], kind);
+    tried_together(ctx, std::slice::from_ref(&call.tool_call_id), kind);
 }
 
 /// [`tried`] for any number of calls, in one statement: the sweeper's calls whose reports have
 /// no relay to go to ([`destination`] is `None`), a whole batch at once.
-pub(crate) fn tried_together(ctx: &Ctx, calls: &[&ToolCall], kind: CallbackKind) {
-    let Some(first) = calls.first() else { return };
-    let what = match calls.len() {
-        1 => format!("{} report for {}", kind.as_str(), first.tool_call_id),
-        n => format!("{} reports for {} and {} other calls", kind.as_str(), first.tool_call_id, n - 1),
+pub(crate) fn tried_together(ctx: &Ctx, ids: &[ToolCallId], kind: CallbackKind) {
+    let Some(first) = ids.first() else { return };
+    let what = match ids.len() {
+        1 => format!("{} report for {first}", kind.as_str()),
+        n => format!("{} reports for {first} and {} other calls", kind.as_str(), n - 1),
     };
-    let ids: Vec<_> = calls.iter().map(|call| &call.tool_call_id).collect();
-    bookkeep(ctx, &what, |db| gatehouse_store::reports_tried(db, &ids, kind.as_str()));
+    bookkeep(ctx, &what, |db| gatehouse_store::reports_tried(db, ids, kind.as_str()));
 }
 
 /// Where a call's reports go: its own callback URL, else the deployment's default; `None` when

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use gatehouse_domain::callback::CallbackKind;
-use gatehouse_domain::{ApiError, Status};
-use gatehouse_store::{Claim, Connection, ExpiredCall, StoreError, ToolCall};
+use gatehouse_domain::{ApiError, Status, ToolCallId};
+use gatehouse_store::{Claim, Connection, ExpiredCall, Expiry, StoreError, ToolCall};
 
 use crate::confirm::hand_to_executor;
 use crate::context::MAX_ATTEMPTS;
@@ -48,7 +48,7 @@ pub async fn sweep(ctx: &Ctx) -> Result<Outcome<SweepReport>, ApiError> {
     let lease_seconds = ctx.config().lease_seconds()?;
     let db = ctx.db()?;
     let clock = Instant::now();
-    let expired = batches(clock, |batch| gatehouse_store::expire_stale_calls(&db, batch))?;
+    let expired = expire(ctx, &db, clock)?;
     let failed = batches(clock, |batch| gatehouse_store::fail_exhausted_calls(&db, MAX_ATTEMPTS, batch))?;
     let claims =
         batches(clock, |batch| gatehouse_store::claim_stranded_calls(&db, lease_seconds, MAX_ATTEMPTS, batch))?;
@@ -71,6 +71,19 @@ pub async fn sweep(ctx: &Ctx) -> Result<Outcome<SweepReport>, ApiError> {
     };
     let work = Sweep { expired, failed, claims, owed, discards };
     Ok(Outcome::new(report).then(follow_up(ctx.clone(), work, lease_seconds)))
+}
+
+/// Expires waiting calls past their deadline, batch after batch like [`batches`].
+fn expire(ctx: &Ctx, db: &Connection, clock: Instant) -> Result<Expiry, ApiError> {
+    let default_url = ctx.config().callback_default_url()?;
+    let mut expired = Expiry::default();
+    while_full(clock, BATCH, |size| {
+        let batch = gatehouse_store::expire_stale_calls(db, size, default_url.as_deref())?;
+        let taken = batch.len();
+        expired.extend(batch);
+        Ok(taken)
+    })?;
+    Ok(expired)
 }
 
 /// Runs a claiming statement batch after batch while each comes back full, up to
@@ -152,7 +165,7 @@ fn forget_bookkeeping(db: &Connection) {
 
 /// What a sweep claimed, for the work after its answer.
 struct Sweep {
-    expired: Vec<ExpiredCall>,
+    expired: Expiry,
     failed: Vec<ToolCall>,
     claims: Vec<Claim>,
     owed: Vec<ToolCall>,
@@ -248,27 +261,28 @@ async fn follow_up(ctx: Ctx, Sweep { expired, failed, claims, owed, discards }: 
     });
     futures::future::join_all(drives).await;
 
+    // A backlog of calls nobody is to be told about (an outage's expiries, say) is one write a
+    // kind, not one per call (docs/architecture.md, "The sweeper").
+    let mut unaddressed: BTreeMap<CallbackKind, Vec<ToolCallId>> = BTreeMap::new();
+    unaddressed.entry(CallbackKind::Completion).or_default().extend(expired.untold);
     let errands = expired
+        .to_follow_up
         .into_iter()
         .map(Errand::Expired)
         .chain(failed.into_iter().map(Errand::Completion))
         .chain(owed.into_iter().map(Errand::Owed))
         .chain(discards.into_iter().map(Errand::Discard));
     let mut by_party: BTreeMap<String, Vec<Errand>> = BTreeMap::new();
-    let mut unaddressed: BTreeMap<CallbackKind, Vec<Errand>> = BTreeMap::new();
     for errand in errands {
         match errand.report_alone() {
             Some(kind) if matches!(callbacks::destination(&ctx, errand.call()), Ok(None)) => {
-                unaddressed.entry(kind).or_default().push(errand);
+                unaddressed.entry(kind).or_default().push(errand.call().tool_call_id.clone());
             }
             _ => by_party.entry(errand.party(&ctx)).or_default().push(errand),
         }
     }
-    // A backlog of calls nobody is to be told about (an outage's expiries, say) is one write a
-    // kind, not one per call (docs/architecture.md, "The sweeper").
-    for (kind, errands) in &unaddressed {
-        let calls: Vec<&ToolCall> = errands.iter().map(Errand::call).collect();
-        callbacks::tried_together(&ctx, &calls, *kind);
+    for (kind, ids) in &unaddressed {
+        callbacks::tried_together(&ctx, ids, *kind);
     }
     let queues = by_party.into_values().map(|queue| {
         let ctx = ctx.clone();

@@ -182,6 +182,32 @@ pub struct ExpiredCall {
     pub was_prepared: bool,
 }
 
+/// The calls one or more expiry statements changed.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Expiry {
+    /// Calls with someone to hear of it: a relay to tell, or prepared work for the tool to
+    /// discard.
+    pub to_follow_up: Vec<ExpiredCall>,
+    /// Calls with nobody to tell (no callback URL of their own, no default, nothing prepared):
+    /// their completion reports need only be marked tried.
+    pub untold: Vec<ToolCallId>,
+}
+
+impl Expiry {
+    pub fn len(&self) -> usize {
+        self.to_follow_up.len() + self.untold.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn extend(&mut self, more: Expiry) {
+        self.to_follow_up.extend(more.to_follow_up);
+        self.untold.extend(more.untold);
+    }
+}
+
 const INSERT: &str = include_str!("sql/calls/insert.sql");
 const GET: &str = include_str!("sql/calls/get.sql");
 const GET_TO_DRIVE: &str = include_str!("sql/calls/get_to_drive.sql");
@@ -477,8 +503,16 @@ fn list<T: DeserializeOwned>(db: &Connection, sql: &str, params: &[ParameterValu
     Ok(row.first().map(decode::<Vec<T>>).transpose()?.flatten().unwrap_or_default())
 }
 
-pub fn expire_stale_calls(db: &Connection, batch: i64) -> Result<Vec<ExpiredCall>, StoreError> {
-    list(db, EXPIRE, &[ParameterValue::Int64(batch)])
+/// Expires up to `batch` waiting calls past their deadline. `default_callback_url` is where
+/// reports go for a call without a callback URL of its own (`None`: nowhere).
+pub fn expire_stale_calls(
+    db: &Connection,
+    batch: i64,
+    default_callback_url: Option<&str>,
+) -> Result<Expiry, StoreError> {
+    let default_callback_url = default_callback_url.map_or(ParameterValue::DbNull, text);
+    let row = one_row(db, EXPIRE, &[ParameterValue::Int64(batch), default_callback_url])?;
+    Ok(row.first().map(decode::<Expiry>).transpose()?.flatten().unwrap_or_default())
 }
 
 pub fn claim_stranded_calls(
@@ -502,7 +536,7 @@ pub fn claim_owed_reports(db: &Connection, grace_seconds: f64, batch: i64) -> Re
 
 /// The report of each call's current status has been tried, or had nowhere to go; the sweeper
 /// need not send it. One statement for any number of calls.
-pub fn reports_tried(db: &Connection, tool_call_ids: &[&ToolCallId], kind: &str) -> Result<(), StoreError> {
+pub fn reports_tried(db: &Connection, tool_call_ids: &[ToolCallId], kind: &str) -> Result<(), StoreError> {
     let ids: Vec<&str> = tool_call_ids.iter().map(|id| id.as_str()).collect();
     one_row(db, REPORTED, &[json(&ids)?, text(kind)]).map(|_| ())
 }
