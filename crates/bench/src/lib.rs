@@ -12,18 +12,21 @@
 //! them on tests/fixtures/lifecycle.toml, the application plus the test-only fixture tool.
 //! The `query` scenario runs the vector-search tool over the documents already ingested. The
 //! `embed` scenario runs the embedding model alone, in this process, on those documents, and
-//! prints its share of the machine's matrix rate measured in the same run.
+//! prints its share of the machine's matrix rate measured in the same run. The `recall`
+//! scenario runs the vector tool's own search statement through the index and exactly, and
+//! prints recall@10 under a range of filters.
 //!
 //! The program that runs it (the `gatehouse` CLI) parses [`BenchArgs`] and hands [`run`] a
 //! [`Harness`]: how to start the application in-process, and the project's dev token, callback
 //! secret, home folder and model folder. This crate may depend on `gatehouse-pg-connect` (to
 //! connect to the database), `gatehouse-embedded-pg` (to find pgbench),
-//! `gatehouse-embeddings` (for `embed`) and `gatehouse-domain`, the HTTP client and server
+//! `gatehouse-embeddings` (for `embed`), `gatehouse-vector-search` (for `recall`: the tool's
+//! search statement) and `gatehouse-domain`, the HTTP client and server
 //! crates and PostgreSQL; never on the CLI.
 //!
 //! One module per concern, each importing only those it builds on: `timing` (histograms and
 //! percentiles), `args`, `harness`, `scenario`, `sessions`, `load` (the clients at one level),
-//! `lifecycle`, `query` and `embed` (the scenarios that need a set-up), `setup`, `measure`,
+//! `lifecycle`, `query`, `embed` and `recall` (the scenarios that need a set-up), `setup`, `measure`,
 //! `floor` (pgbench), `report`, and `run`, which strings them together.
 #![warn(unreachable_pub)]
 
@@ -36,6 +39,7 @@ mod lifecycle;
 mod load;
 mod measure;
 mod query;
+mod recall;
 mod relay;
 mod report;
 mod run;

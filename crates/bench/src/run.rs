@@ -10,7 +10,7 @@ use crate::args::BenchArgs;
 use crate::harness::{Harness, Running};
 use crate::scenario::Scenario;
 use crate::setup::Setup;
-use crate::{cpu, embed, floor, lifecycle, measure, query, report, seed, sessions};
+use crate::{cpu, embed, floor, lifecycle, measure, query, recall, report, seed, sessions};
 
 /// Runs the scenarios `args` names, on the application `harness` starts, or on the one at
 /// `--url`; prints the tables as it goes.
@@ -19,7 +19,7 @@ pub async fn run(args: BenchArgs, harness: &impl Harness) -> Result<()> {
     if args.concurrency.is_empty() || args.concurrency.contains(&0) {
         bail!("--concurrency must be at least 1");
     }
-    let model_dir = match scenarios.contains(&Scenario::Embed) {
+    let model_dir = match scenarios.iter().any(|s| s.needs_model()) {
         true => Some(harness.model_dir()?),
         false => None,
     };
@@ -142,9 +142,14 @@ async fn bench(setup: &Setup) -> Result<()> {
     let database_url = setup.database_url.as_deref();
     if let Some(model_dir) = &setup.model_dir {
         let Some(database_url) = database_url else {
-            bail!("the embed scenario reads the documents from the database: set DATABASE_URL with --url");
+            bail!("the embed and recall scenarios read the documents from the database: set DATABASE_URL with --url");
         };
-        embed::run(database_url, model_dir, query::user_queries()).await?;
+        if scenarios.contains(&Scenario::Embed) {
+            embed::run(database_url, model_dir, query::user_queries()).await?;
+        }
+        if scenarios.contains(&Scenario::Recall) {
+            recall::run(database_url, model_dir).await?;
+        }
     }
     if !scenarios.iter().any(|s| s.is_http()) {
         return Ok(());

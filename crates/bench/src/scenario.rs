@@ -24,6 +24,9 @@ pub(crate) enum Scenario {
     Query,
     /// The embedding model alone on the ingested documents, against the machine's matrix rate.
     Embed,
+    /// The vector search's recall@10 through the HNSW index against an exact search, with
+    /// filters, over the ingested documents.
+    Recall,
     /// GET /voice-tools/calls: the first page of the first tenant's calls, newest first.
     Calls,
     /// GET /voice-tools/tools/fixture_action/stats: the fixture tool's last day.
@@ -33,7 +36,7 @@ pub(crate) enum Scenario {
 }
 
 impl Scenario {
-    pub(crate) const ALL: [Scenario; 13] = [
+    pub(crate) const ALL: [Scenario; 14] = [
         Scenario::Health,
         Scenario::Context,
         Scenario::ContextLarge,
@@ -44,6 +47,7 @@ impl Scenario {
         Scenario::Flow,
         Scenario::Query,
         Scenario::Embed,
+        Scenario::Recall,
         Scenario::Calls,
         Scenario::Stats,
         Scenario::Executions,
@@ -71,6 +75,7 @@ impl Scenario {
             Scenario::Flow => "flow",
             Scenario::Query => "query",
             Scenario::Embed => "embed",
+            Scenario::Recall => "recall",
             Scenario::Calls => "calls",
             Scenario::Stats => "stats",
             Scenario::Executions => "executions",
@@ -85,15 +90,22 @@ impl Scenario {
                 | Scenario::ContextLarge
                 | Scenario::Query
                 | Scenario::Embed
+                | Scenario::Recall
                 | Scenario::Calls
                 | Scenario::Stats
                 | Scenario::Executions
         )
     }
 
-    /// Measured over HTTP at each concurrency level; `embed` runs the model in this process.
+    /// Measured over HTTP at each concurrency level; `embed` and `recall` run the model in
+    /// this process.
     pub(crate) fn is_http(self) -> bool {
-        self != Scenario::Embed
+        !self.needs_model()
+    }
+
+    /// Runs the embedding model in this process.
+    pub(crate) fn needs_model(self) -> bool {
+        matches!(self, Scenario::Embed | Scenario::Recall)
     }
 
     /// The steps of a multi-step unit of work, timed one by one.
@@ -119,8 +131,8 @@ impl Scenario {
             Scenario::Flow => &[Statement::Insert, Statement::Confirm],
             // A query commits a create and a confirm like any call; the search itself is a read.
             Scenario::Query => &[Statement::Insert, Statement::Confirm],
-            // Measured against the machine's matrix rate instead.
-            Scenario::Embed => &[],
+            // Measured against the machine's matrix rate, and against an exact search, instead.
+            Scenario::Embed | Scenario::Recall => &[],
             Scenario::Calls => &[Statement::Calls],
             Scenario::Stats => &[Statement::Stats],
             Scenario::Executions => &[Statement::Executions],

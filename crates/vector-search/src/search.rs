@@ -53,7 +53,7 @@ pub struct Total {
 
 /// An SQL statement and its parameters. Only placeholders are ever formatted into the text.
 #[derive(Debug)]
-pub(crate) struct Statement {
+pub struct Statement {
     pub sql: String,
     pub params: Vec<ParameterValue>,
 }
@@ -88,7 +88,9 @@ const TOTALS: &str = "
                LEFT JOIN matched m ON true
               GROUP BY f.field, f.position) totals)";
 
-pub(crate) fn statement(query: &SearchQuery, tenant: &str, embedding: &[f32]) -> Statement {
+/// The one statement a search runs; `gatehouse bench --scenario recall` runs it too, to compare
+/// what the index finds with an exact search.
+pub fn statement(query: &SearchQuery, tenant: &str, embedding: &[f32]) -> Statement {
     let mut params =
         vec![ParameterValue::Str(vector_literal(embedding)), ParameterValue::Int64(i64::from(query.top_k))];
     // Only the tenant's own documents (docs/architecture.md, "Tenants").

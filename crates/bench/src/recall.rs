@@ -1,0 +1,250 @@
+//! The `recall` scenario: how many of the ten nearest documents `query_vector_db`'s search
+//! finds through the HNSW index, against an exact search of the same statement.
+//!
+//! Each search is the tool's own statement ([`gatehouse_vector_search::search_statement`]),
+//! built from the same parameters an agent writes and a query embedded by the same model. It
+//! runs twice in one read-only transaction: as the tool runs it (the database's own settings:
+//! the index, its `ef_search`, the iterative scan), then with index scans off, which leaves
+//! PostgreSQL a scan of every match sorted by distance: the exact answer. A document the index
+//! found counts when the exact ten hold it, or when its score ties the tenth's (the synthetic
+//! corpus has near-duplicates, which either search may order either way).
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use gatehouse_embeddings::Embedder;
+use gatehouse_vector_search::{Document, SearchQuery, search_statement};
+use serde_json::{Value, json};
+use spin_sdk::pg4::ParameterValue;
+use tokio_postgres::types::ToSql;
+
+use crate::timing::{histogram, micros, ms};
+use gatehouse_domain::keys::DEFAULT_TENANT;
+
+/// Recall is measured at this many documents (recall@10).
+const K: u32 = 10;
+/// Issue 34's goal for a filtered search over a million documents.
+const RECALL_GOAL: f64 = 0.95;
+
+/// What is searched for: phrasings of the synthetic corpus's subjects.
+const TEXTS: [&str; 12] = [
+    "late deliveries of routers",
+    "customers unhappy with delivery times",
+    "stockouts in the Midwest",
+    "how did camera sales do in 2025",
+    "support ticket backlog",
+    "impact of the firmware recall",
+    "quarterly sales report",
+    "battery life complaints",
+    "supplier terms renegotiated after a delayed shipment",
+    "holiday promotions lifted revenue",
+    "warehouse relocation slowed fulfilment",
+    "forecast for the thermostat next quarter",
+];
+
+/// The filters each text is searched with, from none to a few hundred matches in a million.
+fn filter_sets() -> Vec<(&'static str, Value)> {
+    vec![
+        ("no filter", json!({})),
+        ("one region", json!({"region": "Midwest"})),
+        ("one category", json!({"category": "customer_feedback"})),
+        ("from a date", json!({"date_start": "2025-01-01"})),
+        ("product and year", json!({"product": "Falcon camera", "date_start": "2025-01-01", "date_end": "2025-12-31"})),
+        (
+            "two regions, a category and a quarter",
+            json!({"region": ["Southeast", "Gulf Coast"], "category": "sales_report",
+                   "date_start": "2025-01-01", "date_end": "2025-03-31"}),
+        ),
+    ]
+}
+
+/// One filter set's searches.
+struct Measured {
+    name: &'static str,
+    recalls: Vec<f64>,
+    /// Searches whose exact answer held fewer than [`K`] documents (the filter matches fewer).
+    short: usize,
+    index_us: Vec<u64>,
+    exact_us: Vec<u64>,
+}
+
+/// Measures recall@10 of every text under every filter set, over the documents `gatehouse
+/// ingest` loads by default (the default tenant's).
+pub(crate) async fn run(database_url: &str, model_dir: &Path) -> Result<()> {
+    let tenant = DEFAULT_TENANT;
+    let (mut db, _driver) =
+        gatehouse_pg_connect::connect(database_url).await.context("connecting to the database for recall")?;
+    let documents: i64 = db
+        .query_one("SELECT count(*) FROM documents WHERE tenant_id = $1", &[&tenant])
+        .await
+        .context("counting documents (is the database migrated?)")?
+        .get(0);
+    if documents == 0 {
+        bail!("the recall scenario searches the documents table, which is empty: load a corpus with `gatehouse ingest`");
+    }
+    let settings = db
+        .query_one("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')", &[])
+        .await
+        .context("reading pgvector's settings")?;
+    let (ef_search, iterative): (String, String) = (settings.get(0), settings.get(1));
+    println!(
+        "recall: {documents} documents; hnsw.ef_search {ef_search}, hnsw.iterative_scan {iterative}; \
+         {} texts under {} filter sets",
+        TEXTS.len(),
+        filter_sets().len()
+    );
+    let model_dir = model_dir.to_path_buf();
+    let embedded = tokio::task::spawn_blocking(move || -> Result<Vec<Vec<f32>>> {
+        let embedder = Embedder::load(&model_dir).context("loading the embedding model")?;
+        Ok(embedder.embed(&TEXTS[..])?)
+    })
+    .await
+    .context("embedding task")??;
+
+    let mut all = Vec::new();
+    for (name, filters) in filter_sets() {
+        let mut measured = Measured { name, recalls: Vec::new(), short: 0, index_us: Vec::new(), exact_us: Vec::new() };
+        for (text, embedding) in TEXTS.iter().zip(&embedded) {
+            let query = search_query(text, &filters)?;
+            let (found, exact) = search_both_ways(&mut db, &query, tenant, embedding, &mut measured).await?;
+            if exact.len() < K as usize {
+                measured.short += 1;
+            }
+            measured.recalls.push(recall(&found, &exact));
+        }
+        all.push(measured);
+    }
+    print(&all)
+}
+
+/// The search an agent would ask for: `text` under `filters`, ten documents.
+fn search_query(text: &str, filters: &Value) -> Result<SearchQuery> {
+    let parameters = json!({"user_query": text, "structured_query": {"filters": filters, "top_k": K}});
+    let Value::Object(parameters) = parameters else { bail!("parameters are an object") };
+    gatehouse_vector_search::parse(&parameters).map_err(|problems| anyhow::anyhow!("{problems:?}"))
+}
+
+/// The tool's statement through the index, then exact; both answers, nearest first.
+async fn search_both_ways(
+    db: &mut tokio_postgres::Client,
+    query: &SearchQuery,
+    tenant: &str,
+    embedding: &[f32],
+    measured: &mut Measured,
+) -> Result<(Vec<Document>, Vec<Document>)> {
+    let statement = search_statement(query, tenant, embedding);
+    let params = statement.params.iter().map(to_sql).collect::<Result<Vec<_>>>()?;
+    let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
+    let transaction = db.build_transaction().read_only(true).start().await?;
+    let clock = Instant::now();
+    let found = documents(&transaction.query_one(&statement.sql, &params).await.context("the search")?)?;
+    measured.index_us.push(micros(clock.elapsed()));
+    transaction.batch_execute("SET LOCAL enable_indexscan = off").await?;
+    let clock = Instant::now();
+    let exact = documents(&transaction.query_one(&statement.sql, &params).await.context("the exact search")?)?;
+    measured.exact_us.push(micros(clock.elapsed()));
+    transaction.rollback().await?;
+    Ok((found, exact))
+}
+
+/// The statement's first column: the documents, nearest first.
+fn documents(row: &tokio_postgres::Row) -> Result<Vec<Document>> {
+    let documents: Value = row.try_get(0)?;
+    Ok(serde_json::from_value(documents)?)
+}
+
+/// The share of the exact answer the index found: a document counts when the exact answer
+/// holds it or when its score ties the exact answer's last. 1.0 when the exact answer is empty.
+fn recall(found: &[Document], exact: &[Document]) -> f64 {
+    let Some(last) = exact.last() else { return 1.0 };
+    let hits = found.iter().filter(|doc| exact.iter().any(|e| e.id == doc.id) || doc.score >= last.score).count();
+    hits.min(exact.len()) as f64 / exact.len() as f64
+}
+
+/// A parameter of the tool's statement as the native driver binds it.
+fn to_sql(value: &ParameterValue) -> Result<Box<dyn ToSql + Sync + Send>> {
+    Ok(match value {
+        ParameterValue::Str(text) => Box::new(text.clone()),
+        ParameterValue::Int64(n) => Box::new(*n),
+        ParameterValue::Date((year, month, day)) => Box::new(
+            chrono::NaiveDate::from_ymd_opt(*year, u32::from(*month), u32::from(*day))
+                .with_context(|| format!("no such date {year}-{month}-{day}"))?,
+        ),
+        ParameterValue::Jsonb(bytes) => Box::new(serde_json::from_slice::<Value>(bytes)?),
+        ParameterValue::ArrayStr(texts) => Box::new(texts.clone()),
+        other => bail!("the search statement binds {other:?}, which the recall scenario does not translate"),
+    })
+}
+
+fn print(all: &[Measured]) -> Result<()> {
+    println!(
+        "{:<40} {:>8} {:>11} {:>11} {:>6} {:>13} {:>13}",
+        "filters", "searches", "recall@10", "lowest", "short", "index p50 ms", "exact p50 ms"
+    );
+    let mut every = Vec::new();
+    for measured in all {
+        let mean = mean(&measured.recalls);
+        let lowest = measured.recalls.iter().copied().fold(1.0, f64::min);
+        println!(
+            "{:<40} {:>8} {:>11.3} {:>11.3} {:>6} {:>13.3} {:>13.3}",
+            measured.name,
+            measured.recalls.len(),
+            mean,
+            lowest,
+            measured.short,
+            p50_ms(&measured.index_us)?,
+            p50_ms(&measured.exact_us)?
+        );
+        every.extend_from_slice(&measured.recalls);
+    }
+    let overall = mean(&every);
+    let verdict = if overall >= RECALL_GOAL { "met" } else { "NOT met" };
+    println!("recall@10 over all {} searches: {overall:.3} (goal at least {RECALL_GOAL}: {verdict})", every.len());
+    Ok(())
+}
+
+fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() { 1.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
+}
+
+fn p50_ms(values: &[u64]) -> Result<f64> {
+    let mut histogram = histogram()?;
+    for value in values {
+        histogram.record((*value).max(1))?;
+    }
+    Ok(ms(&histogram, 0.5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Map;
+
+    fn doc(id: &str, score: f64) -> Document {
+        Document { id: id.into(), content: String::new(), metadata: Map::new(), doc_date: None, score }
+    }
+
+    #[test]
+    fn recall_counts_what_the_exact_answer_holds_and_ties_with_its_last() {
+        let exact = [doc("a", 0.9), doc("b", 0.8), doc("c", 0.7), doc("d", 0.6)];
+        assert_eq!(recall(&[doc("a", 0.9), doc("b", 0.8), doc("c", 0.7), doc("d", 0.6)], &exact), 1.0);
+        assert_eq!(recall(&[doc("a", 0.9), doc("x", 0.5)], &exact), 0.25);
+        // "y" ties "d", the exact answer's last: as near, so as good.
+        assert_eq!(recall(&[doc("a", 0.9), doc("b", 0.8), doc("c", 0.7), doc("y", 0.6)], &exact), 1.0);
+        assert_eq!(recall(&[], &[]), 1.0);
+    }
+
+    #[test]
+    fn every_search_the_scenario_asks_is_one_the_tool_accepts_with_its_filters() {
+        for (name, filters) in filter_sets() {
+            let query = search_query(TEXTS[0], &filters).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert_eq!(query.top_k, K);
+            assert_eq!(query.filters.is_empty(), name == "no filter", "{name}");
+            let statement = search_statement(&query, "default", &[0.5]);
+            for param in &statement.params {
+                to_sql(param).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            }
+        }
+    }
+}
