@@ -99,8 +99,9 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
     for migration in migrate(url, None).await? {
         eprintln!("applied migration {migration}");
     }
-    let (client, driver) = gatehouse_pg_connect::connect(url).await.context("connecting to the database")?;
-    let store = DocumentStore::new(client, &args.tenant).await?;
+    let (writer, writer_driver) = gatehouse_pg_connect::connect(url).await.context("connecting to the database")?;
+    let (reader, reader_driver) = gatehouse_pg_connect::connect(url).await.context("connecting to the database")?;
+    let store = DocumentStore::new(writer, reader, &args.tenant).await?;
 
     let started = Instant::now();
     let mut summary = Summary::default();
@@ -164,7 +165,7 @@ async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u6
     progress.finish();
     summary.elapsed = started.elapsed();
     drop(store);
-    let _ = driver.await;
+    let _ = tokio::join!(writer_driver, reader_driver);
     Ok(summary)
 }
 

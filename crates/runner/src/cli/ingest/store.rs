@@ -41,24 +41,29 @@ pub(super) struct Written {
 }
 
 pub(super) struct DocumentStore {
-    client: Client,
+    /// Writes the batches.
+    writer: Client,
+    /// Reads the next batch's stored hashes while the writer writes the one before: on one
+    /// connection the read would wait for the write (an insert into the HNSW graph, tens of
+    /// milliseconds a document in a large table), and the model with it.
+    reader: Client,
     tenant: String,
     upsert: Statement,
     existing_hashes: Statement,
 }
 
 impl DocumentStore {
-    pub(super) async fn new(client: Client, tenant: &str) -> Result<DocumentStore> {
-        let upsert = client.prepare(UPSERT).await.context("preparing the document upsert")?;
-        let existing_hashes = client.prepare(EXISTING_HASHES).await.context("preparing the hash lookup")?;
-        Ok(DocumentStore { client, tenant: tenant.to_owned(), upsert, existing_hashes })
+    pub(super) async fn new(writer: Client, reader: Client, tenant: &str) -> Result<DocumentStore> {
+        let upsert = writer.prepare(UPSERT).await.context("preparing the document upsert")?;
+        let existing_hashes = reader.prepare(EXISTING_HASHES).await.context("preparing the hash lookup")?;
+        Ok(DocumentStore { writer, reader, tenant: tenant.to_owned(), upsert, existing_hashes })
     }
 
     /// The stored content hash of each of these ids that exists.
     pub(super) async fn existing_hashes(&self, documents: &[Document]) -> Result<HashMap<String, String>> {
         let ids: Vec<&str> = documents.iter().map(|d| d.id.as_str()).collect();
         let rows =
-            self.client.query(&self.existing_hashes, &[&ids, &self.tenant]).await.context("reading stored hashes")?;
+            self.reader.query(&self.existing_hashes, &[&ids, &self.tenant]).await.context("reading stored hashes")?;
         Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
@@ -71,7 +76,7 @@ impl DocumentStore {
         let dates: Vec<Option<NaiveDate>> = documents.iter().map(|d| d.doc_date).collect();
         let hashes: Vec<&str> = documents.iter().map(|d| d.content_hash.as_str()).collect();
         let rows = self
-            .client
+            .writer
             .query(&self.upsert, &[&ids, &contents, &metadata, &dates, &embeddings, &hashes, &self.tenant])
             .await
             .context("writing documents")?;
