@@ -1,5 +1,5 @@
 //! `gatehouse bench` end to end on a small corpus: the `embed` scenario prints its figures,
-//! and without `--url` each level of `create` prints the CPU per request of the runner and of
+//! `recall` its table of recall@10 by filter, and without `--url` each level of `create` prints the CPU per request of the runner and of
 //! PostgreSQL. The figures are checked for being there and positive, never against a speed.
 use std::process::Command;
 
@@ -46,8 +46,10 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
 
     let manifest = workspace_root().join("tests/fixtures/lifecycle.toml");
     let manifest = manifest.to_string_lossy();
-    let args = ["bench", "--manifest", &manifest, "--scenario", "embed,create", "--concurrency", "2", "--seconds", "1"];
+    let args =
+        ["bench", "--manifest", &manifest, "--scenario", "embed,recall,create", "--concurrency", "2", "--seconds", "1"];
     let printed = gatehouse(&args, &database.url)?;
+    recall_table_is_whole(&printed)?;
 
     let embed = printed.lines().skip_while(|l| !l.starts_with("embed:")).take(5).collect::<Vec<_>>().join("\n");
     ensure!(number_after(&embed, "\n  documents")? == DOCUMENTS as f64, "{embed}");
@@ -66,7 +68,8 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
         let value = number_after(&embed, label)?;
         ensure!(value > 0.0 && value.is_finite(), "{label} is {value} in:\n{embed}");
     }
-    let evicted = embed.lines().find(|l| l.contains("after other work")).context(format!("no eviction line in:\n{embed}"))?;
+    let evicted =
+        embed.lines().find(|l| l.contains("after other work")).context(format!("no eviction line in:\n{embed}"))?;
     for label in ["p50", "p99"] {
         let value = number_after(evicted, label)?;
         ensure!(value > 0.0 && value.is_finite(), "{label} is {value} in: {evicted}");
@@ -83,6 +86,36 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
         let value = number_after(cpu, process)?;
         ensure!(value > 0.0 && value.is_finite(), "{process} is {value} in: {cpu}");
     }
+    Ok(())
+}
+
+/// The recall scenario's table: a row per filter set, twelve searches each, recall between 0
+/// and 1; over 64 documents every search finds ten without a filter, and none finds ten under
+/// the narrowest filter (two regions, a category and a quarter), whose matches are fewer.
+fn recall_table_is_whole(printed: &str) -> Result<()> {
+    let header = printed.lines().position(|l| l.starts_with("filters ")).context(format!(
+        "no recall table in:
+{printed}"
+    ))?;
+    let rows: Vec<&str> = printed.lines().skip(header + 1).take(6).collect();
+    let names = ["no filter", "one region", "one category", "from a date", "product and year", "two regions"];
+    for (row, name) in rows.iter().zip(names) {
+        ensure!(row.starts_with(name), "expected the {name:?} row, got {row:?}");
+        let numbers: Vec<f64> = row[name.len()..].split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        let [searches, recall, lowest, short, ..] = numbers[..] else { anyhow::bail!("too few figures in {row:?}") };
+        ensure!(searches == 12.0, "{row}");
+        ensure!((0.0..=1.0).contains(&recall) && (0.0..=recall).contains(&lowest), "{row}");
+        let expected_short = match name {
+            "no filter" => 0.0,
+            "two regions" => 12.0,
+            _ => short,
+        };
+        ensure!(short == expected_short, "{row}");
+    }
+    let overall =
+        printed.lines().find(|l| l.starts_with("recall@10 over all 72 searches: ")).context("no overall line")?;
+    let recall = number_after(overall, "searches:")?;
+    ensure!((0.0..=1.0).contains(&recall), "{overall}");
     Ok(())
 }
 

@@ -155,7 +155,10 @@ async fn retention_drops_whole_partitions_and_forgets_only_final_calls() -> Resu
 
     assert!(!exists(&db, &old_final).await?, "a final call past its retention is forgotten");
     let copies_left: i64 = db
-        .query_one("SELECT count(*) FROM tool_calls WHERE session_id = $1 AND intent_id = 'retention-copy'", &[&session])
+        .query_one(
+            "SELECT count(*) FROM tool_calls WHERE session_id = $1 AND intent_id = 'retention-copy'",
+            &[&session],
+        )
         .await?
         .get(0);
     assert_eq!(copies_left, 0, "one pass forgets statement after statement while they come back full");

@@ -81,7 +81,9 @@ pub(crate) async fn run(database_url: &str, model_dir: &Path) -> Result<()> {
         .context("counting documents (is the database migrated?)")?
         .get(0);
     if documents == 0 {
-        bail!("the recall scenario searches the documents table, which is empty: load a corpus with `gatehouse ingest`");
+        bail!(
+            "the recall scenario searches the documents table, which is empty: load a corpus with `gatehouse ingest`"
+        );
     }
     let settings = db
         .query_one("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')", &[])
