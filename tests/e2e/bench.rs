@@ -1,6 +1,6 @@
 //! `gatehouse bench` end to end on a small corpus: the `embed` scenario prints its figures,
-//! `recall` its table of recall@10 by filter, and without `--url` each level of `create` prints the CPU per request of the runner and of
-//! PostgreSQL. The figures are checked for being there and positive, never against a speed.
+//! `recall` its table of recall@10 by filter, and without `--url` each level of `create`
+//! prints the CPU per request of the runner and of PostgreSQL. The figures are checked for being there and positive, never against a speed.
 use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
@@ -93,10 +93,8 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
 /// and 1; over 64 documents every search finds ten without a filter, and none finds ten under
 /// the narrowest filter (two regions, a category and a quarter), whose matches are fewer.
 fn recall_table_is_whole(printed: &str) -> Result<()> {
-    let header = printed.lines().position(|l| l.starts_with("filters ")).context(format!(
-        "no recall table in:
-{printed}"
-    ))?;
+    let header =
+        printed.lines().position(|l| l.starts_with("filters ")).context(format!("no recall table in:\n{printed}"))?;
     let rows: Vec<&str> = printed.lines().skip(header + 1).take(6).collect();
     let names = ["no filter", "one region", "one category", "from a date", "product and year", "two regions"];
     for (row, name) in rows.iter().zip(names) {

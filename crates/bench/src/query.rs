@@ -14,6 +14,8 @@ use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
+use gatehouse_domain::keys::DEFAULT_TENANT;
+
 use crate::load::{Outcome, Work};
 use crate::timing::histogram;
 
@@ -90,16 +92,7 @@ impl Queries {
         let (db, _driver) = gatehouse_pg_connect::connect(database_url)
             .await
             .context("connecting to the database for the query scenario")?;
-        let documents: i64 = db
-            .query_one("SELECT count(*) FROM documents", &[])
-            .await
-            .context("counting documents (is the database migrated?)")?
-            .get(0);
-        if documents == 0 {
-            bail!(
-                "the query scenario searches the documents table, which is empty: load a corpus with `gatehouse ingest`"
-            );
-        }
+        let documents = searched_documents(&db, "query").await?;
         println!("query: searching {documents} documents");
         let queries = Arc::new(Queries {
             client: client.clone(),
@@ -204,6 +197,23 @@ impl Queries {
         self.db.execute("DELETE FROM tool_calls WHERE session_id = $1", &[&SESSION]).await?;
         Ok(())
     }
+}
+
+/// How many documents the benchmark's searches run over (the default tenant's, which
+/// `gatehouse ingest` loads and the dev token searches); an error naming `scenario` when there
+/// are none.
+pub(crate) async fn searched_documents(db: &tokio_postgres::Client, scenario: &str) -> Result<i64> {
+    let documents: i64 = db
+        .query_one("SELECT count(*) FROM documents WHERE tenant_id = $1", &[&DEFAULT_TENANT])
+        .await
+        .context("counting documents (is the database migrated?)")?
+        .get(0);
+    if documents == 0 {
+        bail!(
+            "the {scenario} scenario searches the documents table, which is empty: load a corpus with `gatehouse ingest`"
+        );
+    }
+    Ok(documents)
 }
 
 /// Sends `request`; its JSON body if the status is `status`.

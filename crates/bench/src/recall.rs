@@ -19,8 +19,11 @@ use serde_json::{Value, json};
 use spin_sdk::pg4::ParameterValue;
 use tokio_postgres::types::ToSql;
 
-use crate::timing::{histogram, micros, ms};
 use gatehouse_domain::keys::DEFAULT_TENANT;
+use hdrhistogram::Histogram;
+
+use crate::query::searched_documents;
+use crate::timing::{histogram, micros, ms};
 
 /// Recall is measured at this many documents (recall@10).
 const K: u32 = 10;
@@ -65,8 +68,8 @@ struct Measured {
     recalls: Vec<f64>,
     /// Searches whose exact answer held fewer than [`K`] documents (the filter matches fewer).
     short: usize,
-    index_us: Vec<u64>,
-    exact_us: Vec<u64>,
+    index: Histogram<u64>,
+    exact: Histogram<u64>,
 }
 
 /// Measures recall@10 of every text under every filter set, over the documents `gatehouse
@@ -75,16 +78,7 @@ pub(crate) async fn run(database_url: &str, model_dir: &Path) -> Result<()> {
     let tenant = DEFAULT_TENANT;
     let (mut db, _driver) =
         gatehouse_pg_connect::connect(database_url).await.context("connecting to the database for recall")?;
-    let documents: i64 = db
-        .query_one("SELECT count(*) FROM documents WHERE tenant_id = $1", &[&tenant])
-        .await
-        .context("counting documents (is the database migrated?)")?
-        .get(0);
-    if documents == 0 {
-        bail!(
-            "the recall scenario searches the documents table, which is empty: load a corpus with `gatehouse ingest`"
-        );
-    }
+    let documents = searched_documents(&db, "recall").await?;
     let settings = db
         .query_one("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')", &[])
         .await
@@ -106,7 +100,7 @@ pub(crate) async fn run(database_url: &str, model_dir: &Path) -> Result<()> {
 
     let mut all = Vec::new();
     for (name, filters) in filter_sets() {
-        let mut measured = Measured { name, recalls: Vec::new(), short: 0, index_us: Vec::new(), exact_us: Vec::new() };
+        let mut measured = Measured { name, recalls: Vec::new(), short: 0, index: histogram()?, exact: histogram()? };
         for (text, embedding) in TEXTS.iter().zip(&embedded) {
             let query = search_query(text, &filters)?;
             let (found, exact) = search_both_ways(&mut db, &query, tenant, embedding, &mut measured).await?;
@@ -117,7 +111,8 @@ pub(crate) async fn run(database_url: &str, model_dir: &Path) -> Result<()> {
         }
         all.push(measured);
     }
-    print(&all)
+    print(&all);
+    Ok(())
 }
 
 /// The search an agent would ask for: `text` under `filters`, ten documents.
@@ -141,11 +136,11 @@ async fn search_both_ways(
     let transaction = db.build_transaction().read_only(true).start().await?;
     let clock = Instant::now();
     let found = documents(&transaction.query_one(&statement.sql, &params).await.context("the search")?)?;
-    measured.index_us.push(micros(clock.elapsed()));
+    measured.index.record(micros(clock.elapsed()))?;
     transaction.batch_execute("SET LOCAL enable_indexscan = off").await?;
     let clock = Instant::now();
     let exact = documents(&transaction.query_one(&statement.sql, &params).await.context("the exact search")?)?;
-    measured.exact_us.push(micros(clock.elapsed()));
+    measured.exact.record(micros(clock.elapsed()))?;
     transaction.rollback().await?;
     Ok((found, exact))
 }
@@ -179,7 +174,7 @@ fn to_sql(value: &ParameterValue) -> Result<Box<dyn ToSql + Sync + Send>> {
     })
 }
 
-fn print(all: &[Measured]) -> Result<()> {
+fn print(all: &[Measured]) {
     println!(
         "{:<40} {:>8} {:>11} {:>11} {:>6} {:>13} {:>13}",
         "filters", "searches", "recall@10", "lowest", "short", "index p50 ms", "exact p50 ms"
@@ -195,27 +190,18 @@ fn print(all: &[Measured]) -> Result<()> {
             mean,
             lowest,
             measured.short,
-            p50_ms(&measured.index_us)?,
-            p50_ms(&measured.exact_us)?
+            ms(&measured.index, 0.5),
+            ms(&measured.exact, 0.5)
         );
         every.extend_from_slice(&measured.recalls);
     }
     let overall = mean(&every);
     let verdict = if overall >= RECALL_GOAL { "met" } else { "NOT met" };
     println!("recall@10 over all {} searches: {overall:.3} (goal at least {RECALL_GOAL}: {verdict})", every.len());
-    Ok(())
 }
 
 fn mean(values: &[f64]) -> f64 {
     if values.is_empty() { 1.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
-}
-
-fn p50_ms(values: &[u64]) -> Result<f64> {
-    let mut histogram = histogram()?;
-    for value in values {
-        histogram.record((*value).max(1))?;
-    }
-    Ok(ms(&histogram, 0.5))
 }
 
 #[cfg(test)]

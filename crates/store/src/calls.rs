@@ -510,9 +510,8 @@ pub fn expire_stale_calls(
     batch: i64,
     default_callback_url: Option<&str>,
 ) -> Result<Expiry, StoreError> {
-    let default_callback_url = default_callback_url.map_or(ParameterValue::DbNull, text);
-    let row = one_row(db, EXPIRE, &[ParameterValue::Int64(batch), default_callback_url])?;
-    Ok(row.first().map(decode::<Expiry>).transpose()?.flatten().unwrap_or_default())
+    let params = [ParameterValue::Int64(batch), optional_text(default_callback_url)];
+    Ok(optional(db, EXPIRE, &params)?.unwrap_or_default())
 }
 
 pub fn claim_stranded_calls(
