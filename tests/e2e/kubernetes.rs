@@ -368,6 +368,51 @@ fn the_job_migrates_and_the_cronjob_sweeps() {
     assert!(refs.contains(&("Secret", "gatehouse".into(), "api_token".into())), "the sweep sends the token: {refs:?}");
 }
 
+/// The embeddings server runs `gatehouse embeddings serve` on the port its Service forwards
+/// to, with the Secret's token; the tools group's `embeddings_url` and `embeddings_host` reach
+/// that Service, and the group sends the same token.
+#[test]
+fn the_vector_tool_reaches_the_embeddings_server_with_its_token() {
+    let docs = rendered();
+    let deployment = one(&docs, "Deployment");
+    let pod = ["spec", "template", "spec"].iter().try_fold(deployment, |v, key| v.get(*key)).expect("a pod template");
+    let line = command_line(pod);
+    assert!(line.contains("embeddings serve"), "the Deployment serves embeddings: {line}");
+    let listen = line.split_whitespace().skip_while(|w| *w != "--listen").nth(1).expect("--listen ADDR");
+    let container_port = listen.rsplit(':').next().expect("a port");
+    let mut refs = Vec::new();
+    key_refs(pod, &mut refs);
+    assert!(refs.contains(&("Secret", "gatehouse".into(), "embeddings_api_key".into())), "the token: {refs:?}");
+
+    let service = docs
+        .iter()
+        .find(|d| kind(d) == "Service" && name(d) == name(deployment))
+        .expect("a Service named after the Deployment");
+    let port = service.get("spec").and_then(|s| s.get("ports")).and_then(Value::as_sequence).expect("ports");
+    assert_eq!(port.len(), 1);
+    let service_port = port[0].get("port").and_then(Value::as_u64).expect("a port number").to_string();
+    let target = string_at(&port[0], &["targetPort"]).expect("a named target port");
+    let containers = pod.get("containers").and_then(Value::as_sequence).expect("containers");
+    let named = containers[0].get("ports").and_then(Value::as_sequence).expect("container ports");
+    let named = named.iter().find(|p| string_at(p, &["name"]) == Some(target)).expect("the target port is named");
+    assert_eq!(
+        named.get("containerPort").and_then(Value::as_u64).map(|p| p.to_string()),
+        Some(container_port.to_owned())
+    );
+
+    let config = one(&docs, "ConfigMap");
+    let apps = spinapps(&docs);
+    let tools = apps.iter().find(|a| a.components.contains(&"vector-query")).expect("a group runs vector-query");
+    let variable = |v: &str| tools.variables.get(v).and_then(|b| resolve(b, config)).unwrap_or_default().to_owned();
+    let reach = format!("{}:{service_port}", name(service));
+    assert_eq!(variable("embeddings_provider"), "openai");
+    assert_eq!(variable("embeddings_url"), format!("http://{reach}/v1/embeddings"));
+    assert_eq!(variable("embeddings_host"), reach);
+    let mut refs = Vec::new();
+    key_refs(tools.variables.get("embeddings_api_key").copied().expect("the group sends a key"), &mut refs);
+    assert_eq!(refs, [("Secret", "gatehouse".into(), "embeddings_api_key".into())]);
+}
+
 #[test]
 fn the_runtime_config_has_a_vault_variables_provider() {
     let path: &Path = &workspace_root().join("deploy/runtime-config.toml");

@@ -13,6 +13,7 @@ mod declared_tools;
 mod demo;
 mod deployment;
 mod drain;
+mod embeddings_server;
 mod gmail;
 mod hardening;
 mod history;

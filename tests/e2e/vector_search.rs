@@ -540,8 +540,9 @@ async fn the_direct_flow_fails_closed_at_querying() -> Result<()> {
     Ok(())
 }
 
-/// The same search through an OpenAI-compatible embeddings endpoint finds the same documents;
-/// a wrong key fails the call with a sentence, and the key appears nowhere.
+/// The same search through `gatehouse embeddings serve` (the OpenAI-compatible provider) finds
+/// the same documents with the same scores; a wrong key fails the call with a sentence, and the
+/// key appears nowhere.
 #[tokio::test]
 async fn the_openai_compatible_provider_finds_the_same_documents() -> Result<()> {
     const KEY: &str = "sk-test-7f3a9c";
@@ -575,11 +576,6 @@ async fn the_openai_compatible_provider_finds_the_same_documents() -> Result<()>
     assert_eq!(a.len(), 5);
     assert_eq!(a.iter().map(|d| &d.0).collect::<Vec<_>>(), b.iter().map(|d| &d.0).collect::<Vec<_>>());
     assert!(a.iter().zip(&b).all(|(x, y)| (x.1 - y.1).abs() < 1e-3), "{a:?} vs {b:?}");
-
-    let requests = server.requests();
-    assert_eq!(requests.len(), 1, "one text per query: {requests:?}");
-    assert_eq!(requests[0].authorization.as_deref(), Some(format!("Bearer {KEY}").as_str()));
-    assert_eq!(requests[0].body, json!({"model": "all-minilm-l6-v2", "input": "damaged or delayed battery shipments"}));
 
     drop(remote);
     let (wrong_key, _) = vector::start(&remote_vars("sk-wrong-key-0000")).await?;

@@ -1,23 +1,14 @@
 //! The application with the `vector-query` tool, on a database of its own that holds exactly
-//! the sample knowledge base (examples/knowledge-base.jsonl), and an OpenAI-compatible
-//! embeddings server.
+//! the sample knowledge base (examples/knowledge-base.jsonl), and `gatehouse embeddings serve`.
 //!
 //! The knowledge base lives in a separate database on the test server, so documents other
 //! tests ingest never show up in a search, and the totals the tests compute are exact. It is
 //! loaded once with `gatehouse ingest` and loaded again only when the file changes.
 
-use std::convert::Infallible;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail, ensure};
-use gatehouse_embeddings::Embedder;
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::lifecycle::{App, CALLBACK_SECRET};
 use crate::{Runner, RunnerOptions, app_manifest, connect, database_url, gatehouse_bin, workspace_root};
@@ -136,100 +127,60 @@ pub async fn start_on(binary: Option<PathBuf>, extra: &[(&str, &str)]) -> Result
     Ok((App { runner, http: reqwest::Client::new(), database_url: url.clone() }, url))
 }
 
-/// What the embeddings server was asked.
-#[derive(Debug, Clone)]
-pub struct EmbeddingsRequest {
-    pub authorization: Option<String>,
-    pub body: Value,
-}
-
-/// An OpenAI-compatible `POST /v1/embeddings` that computes real all-MiniLM-L6-v2 vectors, so
-/// a search through it finds what the host's model finds. Answers 401 to any other key.
+/// `gatehouse embeddings serve` on a free port, with the project's model and `token`; stopped
+/// when dropped.
 pub struct EmbeddingsServer {
+    /// `http://127.0.0.1:PORT/v1/embeddings`
     pub url: String,
+    /// `127.0.0.1:PORT`
     pub host: String,
-    requests: Arc<Mutex<Vec<EmbeddingsRequest>>>,
+    child: std::process::Child,
 }
 
 impl EmbeddingsServer {
-    pub async fn start(api_key: &str) -> Result<EmbeddingsServer> {
-        let model_dir = gatehouse_embeddings::locate_model_dir(None, &[&workspace_root()])?;
-        let embedder = Arc::new(tokio::task::spawn_blocking(move || Embedder::load(&model_dir)).await??);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let host = listener.local_addr()?.to_string();
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (sink, expected) = (requests.clone(), Arc::new(format!("Bearer {api_key}")));
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (sink, expected, embedder) = (sink.clone(), expected.clone(), embedder.clone());
-                tokio::spawn(async move {
-                    let service = service_fn(move |request: hyper::Request<Incoming>| {
-                        let (sink, expected, embedder) = (sink.clone(), expected.clone(), embedder.clone());
-                        async move { Ok::<_, Infallible>(answer(request, &sink, &expected, embedder).await) }
-                    });
-                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-                });
-            }
-        });
-        Ok(EmbeddingsServer { url: format!("http://{host}/v1/embeddings"), host, requests })
+    pub async fn start(token: &str) -> Result<EmbeddingsServer> {
+        EmbeddingsServer::start_with(token, &[]).await
     }
 
-    pub fn requests(&self) -> Vec<EmbeddingsRequest> {
-        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    /// [`EmbeddingsServer::start`] with more options (`--queue 1`, say).
+    pub async fn start_with(token: &str, options: &[&str]) -> Result<EmbeddingsServer> {
+        let model_dir = gatehouse_embeddings::locate_model_dir(None, &[&workspace_root()])?;
+        let mut child = std::process::Command::new(gatehouse_bin())
+            .args(["embeddings", "serve", "--listen", "127.0.0.1:0", "--model-dir"])
+            .arg(&model_dir)
+            .args(options)
+            .env("GATEHOUSE_EMBEDDINGS_TOKEN", token)
+            .current_dir(workspace_root())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("starting gatehouse embeddings serve")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        // The first line names the address once the model is loaded and the port bound.
+        let first = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            tokio::task::spawn_blocking(move || {
+                let mut line = String::new();
+                std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
+            }),
+        )
+        .await;
+        let line = match first {
+            Ok(Ok(Ok(line))) => line,
+            _ => {
+                let _ = child.kill();
+                bail!("gatehouse embeddings serve printed no address within a minute");
+            }
+        };
+        let url = line.split(" at ").nth(1).map(str::trim).unwrap_or_default().to_owned();
+        let host = url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned();
+        ensure!(url.ends_with("/v1/embeddings") && !host.is_empty(), "unexpected first line {line:?}");
+        Ok(EmbeddingsServer { url, host, child })
     }
 }
 
-async fn answer(
-    request: hyper::Request<Incoming>,
-    sink: &Mutex<Vec<EmbeddingsRequest>>,
-    expected: &str,
-    embedder: Arc<Embedder>,
-) -> hyper::Response<Full<Bytes>> {
-    let authorization = request.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let path = request.uri().path().to_owned();
-    let bytes = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    if let Ok(mut requests) = sink.lock() {
-        requests.push(EmbeddingsRequest { authorization: authorization.clone(), body: body.clone() });
-    }
-    let reply = |status: u16, body: Value| {
-        let mut response = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
-        *response.status_mut() =
-            hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-        response
-    };
-    if path != "/v1/embeddings" {
-        return reply(404, json!({"error": {"message": "not found"}}));
-    }
-    if authorization.as_deref() != Some(expected) {
-        return reply(
-            401,
-            json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}),
-        );
-    }
-    let inputs: Vec<String> = match &body["input"] {
-        Value::String(text) => vec![text.clone()],
-        Value::Array(texts) => texts.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect(),
-        _ => return reply(400, json!({"error": {"message": "input is required"}})),
-    };
-    let computed = tokio::task::spawn_blocking(move || {
-        let texts: Vec<&str> = inputs.iter().map(String::as_str).collect();
-        embedder.embed(&texts).map_err(|e| e.to_string())
-    })
-    .await;
-    match computed {
-        Ok(Ok(vectors)) => {
-            let data: Vec<Value> = vectors
-                .into_iter()
-                .enumerate()
-                .map(|(index, embedding)| json!({"object": "embedding", "index": index, "embedding": embedding}))
-                .collect();
-            reply(
-                200,
-                json!({"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 0, "total_tokens": 0}}),
-            )
-        }
-        Ok(Err(e)) => reply(500, json!({"error": {"message": e}})),
-        Err(e) => reply(500, json!({"error": {"message": e.to_string()}})),
+impl Drop for EmbeddingsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

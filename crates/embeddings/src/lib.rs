@@ -58,8 +58,10 @@ pub enum EmbedError {
 /// Vectors for a list of texts, and how many tokens the model read for them.
 pub struct Embeddings {
     pub vectors: Vec<Vec<f32>>,
-    /// Real (not padding) tokens, special tokens included, after truncation.
+    /// Real (not padding) tokens, special tokens included, after truncation: all of them.
     pub token_count: usize,
+    /// The same, per text, in order.
+    pub tokens_per_text: Vec<usize>,
 }
 
 /// The loaded model and tokenizer. Loading reads about 90 MB of weights; share one instance.
@@ -93,11 +95,12 @@ impl Embedder {
     /// [`Embedder::embed`], also counting the tokens read (Spin's `prompt-token-count`).
     pub fn embed_counting_tokens(&self, texts: &[&str]) -> Result<Embeddings, EmbedError> {
         if texts.is_empty() {
-            return Ok(Embeddings { vectors: Vec::new(), token_count: 0 });
+            return Ok(Embeddings { vectors: Vec::new(), token_count: 0, tokens_per_text: Vec::new() });
         }
         let encodings =
             self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EmbedError::Tokenize(e.to_string()))?;
-        let token_count: usize = encodings.iter().map(Encoding::len).sum();
+        let tokens_per_text: Vec<usize> = encodings.iter().map(Encoding::len).collect();
+        let token_count: usize = tokens_per_text.iter().sum();
 
         // Texts of similar length share a pass, so the per-text attention work is even. The
         // passes run side by side, one per core, each on its own thread from start to end:
@@ -144,7 +147,7 @@ impl Embedder {
                 vectors[i] = vector;
             }
         }
-        Ok(Embeddings { vectors, token_count })
+        Ok(Embeddings { vectors, token_count, tokens_per_text })
     }
 
     /// The pooled, unit-length vector of each text of one pass.

@@ -3,6 +3,7 @@ mod bench;
 mod build;
 mod demo;
 mod dev_gmail;
+mod embeddings;
 mod ingest;
 mod keys;
 mod new;
@@ -45,6 +46,10 @@ enum Command {
     /// Load documents from a JSONL file into the `documents` table, embedded with
     /// all-minilm-l6-v2 (migrates first; re-running on the same file changes nothing).
     Ingest(ingest::IngestArgs),
+    /// Serve the embedding model over an OpenAI-compatible `/v1/embeddings`, for Spin hosts
+    /// without a local model (docs/embeddings.md).
+    #[command(subcommand)]
+    Embeddings(embeddings::EmbeddingsCommand),
     /// Replay the seed's conversation (wrong address, corrected, confirmed, checkpoint, sent)
     /// against a running application, with a built-in relay, printing each step.
     Demo(demo::DemoArgs),
@@ -131,6 +136,7 @@ impl Cli {
             }
             Command::Up(args) => up::run(args).await,
             Command::Ingest(args) => ingest::run(args).await,
+            Command::Embeddings(command) => embeddings::run(command).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Db(DbCommand::Start(args)) => {

@@ -373,7 +373,7 @@ async fn listen(
     Ok((app, listener, dev_gmail))
 }
 
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(signal) => signal,
         Err(_) => {

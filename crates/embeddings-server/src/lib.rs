@@ -1,0 +1,245 @@
+//! An OpenAI-compatible embeddings server over the project's own all-MiniLM-L6-v2
+//! (`gatehouse embeddings serve`), for Spin hosts that have no local model: SpinKube's shim runs
+//! none, and Akamai Functions and Fermyon Cloud ration theirs. The vector tool's
+//! `embeddings_provider = "openai"` points at it (docs/embeddings.md).
+//!
+//! - `POST /v1/embeddings`: `{"model", "input": text or [texts], "encoding_format"?,
+//!   "dimensions"?}`, answered as OpenAI answers, vectors identical to the runner's and `gatehouse
+//!   ingest`'s (the same crate computes them).
+//! - `GET /v1/models`: the one model.
+//! - `GET /healthz`: 200 while serving, without a token, for probes.
+//!
+//! Every other route wants `Authorization: Bearer <token>`. Concurrent requests are embedded
+//! together ([`batch`]).
+
+mod batch;
+pub mod openai;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use batch::{BatchError, Batcher};
+use gatehouse_embeddings::Embedder;
+use openai::{ApiError, EmbeddingsRequest, EmbeddingsResponse, Limits};
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The bearer token every client sends. Never logged, never answered.
+    pub token: String,
+    pub limits: Limits,
+    /// Most texts embedded in one batch.
+    pub max_batch_texts: usize,
+    /// Most requests waiting for the model; more are refused with 503 at once.
+    pub queue: usize,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+}
+
+impl Config {
+    pub fn new(token: String) -> Config {
+        Config { token, limits: Limits::default(), max_batch_texts: 256, queue: 64, max_body_bytes: 2 * 1024 * 1024 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("the token is empty: clients would be let in without one")]
+    NoToken,
+    #[error("listening on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("starting the embedding thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// A server accepting connections until [`Server::stop`].
+pub struct Server {
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    accept_loop: JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds `listen` and serves `embedder` on it.
+    pub async fn start(listen: SocketAddr, embedder: Arc<Embedder>, config: Config) -> Result<Server, ServeError> {
+        if config.token.is_empty() {
+            return Err(ServeError::NoToken);
+        }
+        let listener = TcpListener::bind(listen).await.map_err(|source| ServeError::Listen { addr: listen, source })?;
+        let addr = listener.local_addr().map_err(|source| ServeError::Listen { addr: listen, source })?;
+        let batcher = Batcher::start(embedder, config.max_batch_texts, config.queue).map_err(ServeError::Thread)?;
+        let shared = Arc::new(Shared { batcher, config });
+        let (stop, stopped) = watch::channel(false);
+        let accept_loop = tokio::spawn(accept(listener, shared, stopped));
+        Ok(Server { addr, stop, accept_loop })
+    }
+
+    /// `http://ADDR/v1/embeddings`.
+    pub fn embeddings_url(&self) -> String {
+        format!("http://{}/v1/embeddings", self.addr)
+    }
+
+    /// Stops accepting, lets the requests in flight finish, and returns.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.accept_loop.await;
+    }
+}
+
+struct Shared {
+    batcher: Batcher,
+    config: Config,
+}
+
+async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // Out of file descriptors, say: wait a little rather than stop serving.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = stop_requested(&mut stopped) => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let mut connection_stopped = stopped.clone();
+        connections.spawn(async move {
+            let service = service_fn(move |request| {
+                let shared = shared.clone();
+                async move { Ok::<_, std::convert::Infallible>(answer(&shared, request).await) }
+            });
+            let connection = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = stop_requested(&mut connection_stopped) => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+async fn answer(shared: &Shared, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    match route(shared, request).await {
+        Ok(body) => json(StatusCode::OK, body),
+        Err(error) => json(error.status, error.body()),
+    }
+}
+
+async fn route(shared: &Shared, request: Request<Incoming>) -> Result<String, ApiError> {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    match (method, path.as_str()) {
+        (Method::GET, "/healthz") => Ok(r#"{"status":"ok"}"#.to_owned()),
+        (Method::POST, "/v1/embeddings") => {
+            authorize(&shared.config, &request)?;
+            embeddings(shared, request).await
+        }
+        (Method::GET, "/v1/models") => {
+            authorize(&shared.config, &request)?;
+            Ok(openai::models().to_string())
+        }
+        (_, "/healthz" | "/v1/embeddings" | "/v1/models") => Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            None,
+            format!("{path} does not take this method."),
+        )),
+        _ => Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", None, "No such route.".to_owned())),
+    }
+}
+
+/// The bearer token, compared in constant time.
+fn authorize(config: &Config, request: &Request<Incoming>) -> Result<(), ApiError> {
+    let presented = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if bool::from(presented.as_bytes().ct_eq(config.token.as_bytes())) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "invalid_api_key",
+        None,
+        "Incorrect or missing API key: send `Authorization: Bearer <token>`.".to_owned(),
+    ))
+}
+
+async fn embeddings(shared: &Shared, request: Request<Incoming>) -> Result<String, ApiError> {
+    let limit = shared.config.max_body_bytes;
+    let bytes = Limited::new(request.into_body(), limit).collect().await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            None,
+            format!("The request body is larger than {limit} bytes, or was cut off."),
+        )
+    })?;
+    let request: EmbeddingsRequest = serde_json::from_slice(&bytes.to_bytes()).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            None,
+            format!("The body is not an embeddings request: {e}."),
+        )
+    })?;
+    let checked = request.check(shared.config.limits)?;
+    let embedded = shared.batcher.embed(checked.texts).await.map_err(|error| match error {
+        BatchError::Busy => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            None,
+            "The server has more requests waiting than it takes; retry shortly.".to_owned(),
+        ),
+        BatchError::Stopped => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "stopping", None, "The server is stopping.".to_owned())
+        }
+        BatchError::Embed(error) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "embedding_failed",
+            Some("input"),
+            format!("The model could not embed the input: {error}."),
+        ),
+    })?;
+    let response = EmbeddingsResponse::new(embedded.vectors, embedded.tokens, checked.encoding);
+    serde_json::to_string(&response).map_err(|e| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", None, format!("Writing the answer: {e}."))
+    })
+}
+
+fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
