@@ -1,5 +1,6 @@
 //! `gatehouse bench` end to end on a small corpus: the `embed` scenario prints its figures,
-//! `recall` its table of recall@10 by filter, and without `--url` each level of `create`
+//! `embed-serve` the embeddings server's rate at each level, `recall` its table of recall@10 by
+//! filter, and without `--url` each level of `create`
 //! prints the CPU per request of the runner and of PostgreSQL. The figures are checked for being there and positive, never against a speed.
 use std::process::Command;
 
@@ -46,10 +47,20 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
 
     let manifest = workspace_root().join("tests/fixtures/lifecycle.toml");
     let manifest = manifest.to_string_lossy();
-    let args =
-        ["bench", "--manifest", &manifest, "--scenario", "embed,recall,create", "--concurrency", "2", "--seconds", "1"];
+    let args = [
+        "bench",
+        "--manifest",
+        &manifest,
+        "--scenario",
+        "embed,embed-serve,recall,create",
+        "--concurrency",
+        "2",
+        "--seconds",
+        "1",
+    ];
     let printed = gatehouse(&args, &database.url)?;
     recall_table_is_whole(&printed)?;
+    embeddings_server_row_is_whole(&printed)?;
 
     let embed = printed.lines().skip_while(|l| !l.starts_with("embed:")).take(5).collect::<Vec<_>>().join("\n");
     ensure!(number_after(&embed, "\n  documents")? == DOCUMENTS as f64, "{embed}");
@@ -86,6 +97,26 @@ async fn bench_prints_the_embedding_figures_and_the_cpu_split() -> Result<()> {
         let value = number_after(cpu, process)?;
         ensure!(value > 0.0 && value.is_finite(), "{process} is {value} in: {cpu}");
     }
+    Ok(())
+}
+
+/// The embed-serve scenario: the local rates, then one row for the one level (2 clients), every
+/// figure positive.
+fn embeddings_server_row_is_whole(printed: &str) -> Result<()> {
+    let head = printed.lines().find(|l| l.starts_with("embed-serve:")).context(format!(
+        "no embed-serve in:
+{printed}"
+    ))?;
+    ensure!(number_after(head, "embed-serve:")? == DOCUMENTS as f64, "{head}");
+    ensure!(number_after(head, "one at a time")? > 0.0 && number_after(head, "128")? > 0.0, "{head}");
+    let row = printed
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("clients "))
+        .nth(1)
+        .context(format!("no embed-serve row in:\n{printed}"))?;
+    let numbers: Vec<f64> = row.split_whitespace().filter_map(|w| w.trim_end_matches('×').parse().ok()).collect();
+    ensure!(numbers.len() == 6 && numbers[0] == 2.0, "{row}");
+    ensure!(numbers.iter().all(|n| *n > 0.0 && n.is_finite()), "{row}");
     Ok(())
 }
 

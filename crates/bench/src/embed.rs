@@ -57,7 +57,7 @@ pub(crate) async fn run(database_url: &str, model_dir: &Path, queries: Vec<Strin
 }
 
 /// The content of the first [`DOCUMENTS`] documents by id.
-async fn documents(database_url: &str) -> Result<Vec<String>> {
+pub(crate) async fn documents(database_url: &str) -> Result<Vec<String>> {
     let (db, _driver) = gatehouse_pg_connect::connect(database_url)
         .await
         .context("connecting to the database for the embed scenario")?;

@@ -12,7 +12,9 @@
 //! them on tests/fixtures/lifecycle.toml, the application plus the test-only fixture tool.
 //! The `query` scenario runs the vector-search tool over the documents already ingested. The
 //! `embed` scenario runs the embedding model alone, in this process, on those documents, and
-//! prints its share of the machine's matrix rate measured in the same run. The `recall`
+//! prints its share of the machine's matrix rate measured in the same run. The `embed-serve`
+//! scenario starts the embeddings server in this process and measures its documents a second
+//! with concurrent clients, beside the model embedding the same documents here. The `recall`
 //! scenario runs the vector tool's own search statement through the index and exactly, and
 //! prints recall@10 under a range of filters.
 //!
@@ -20,19 +22,22 @@
 //! [`Harness`]: how to start the application in-process, and the project's dev token, callback
 //! secret, home folder and model folder. This crate may depend on `gatehouse-pg-connect` (to
 //! connect to the database), `gatehouse-embedded-pg` (to find pgbench),
-//! `gatehouse-embeddings` (for `embed`), `gatehouse-vector-search` (for `recall`: the tool's
+//! `gatehouse-embeddings` (for `embed`), `gatehouse-embeddings-server` (for `embed-serve`),
+//! `gatehouse-vector-search` (for `recall`: the tool's
 //! search statement) and `gatehouse-domain`, the HTTP client and server
 //! crates and PostgreSQL; never on the CLI.
 //!
 //! One module per concern, each importing only those it builds on: `timing` (histograms and
 //! percentiles), `args`, `harness`, `scenario`, `sessions`, `load` (the clients at one level),
-//! `lifecycle`, `query`, `embed` and `recall` (the scenarios that need a set-up), `setup`, `measure`,
+//! `lifecycle`, `query`, `embed`, `embed_serve` and `recall` (the scenarios that need a set-up),
+//! `setup`, `measure`,
 //! `floor` (pgbench), `report`, and `run`, which strings them together.
 #![warn(unreachable_pub)]
 
 mod args;
 pub mod cpu;
 mod embed;
+mod embed_serve;
 mod floor;
 mod harness;
 mod lifecycle;

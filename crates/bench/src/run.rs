@@ -10,7 +10,7 @@ use crate::args::BenchArgs;
 use crate::harness::{Harness, Running};
 use crate::scenario::Scenario;
 use crate::setup::Setup;
-use crate::{cpu, embed, floor, lifecycle, measure, query, recall, report, seed, sessions};
+use crate::{cpu, embed, embed_serve, floor, lifecycle, measure, query, recall, report, seed, sessions};
 
 /// Runs the scenarios `args` names, on the application `harness` starts, or on the one at
 /// `--url`; prints the tables as it goes.
@@ -142,10 +142,15 @@ async fn bench(setup: &Setup) -> Result<()> {
     let database_url = setup.database_url.as_deref();
     if let Some(model_dir) = &setup.model_dir {
         let Some(database_url) = database_url else {
-            bail!("the embed and recall scenarios read the documents from the database: set DATABASE_URL with --url");
+            bail!(
+                "the embed, embed-serve and recall scenarios read the documents from the database: set DATABASE_URL with --url"
+            );
         };
         if scenarios.contains(&Scenario::Embed) {
             embed::run(database_url, model_dir, query::user_queries()).await?;
+        }
+        if scenarios.contains(&Scenario::EmbedServe) {
+            embed_serve::run(database_url, model_dir, &setup.args.concurrency, setup.args.seconds).await?;
         }
         if scenarios.contains(&Scenario::Recall) {
             recall::run(database_url, model_dir).await?;

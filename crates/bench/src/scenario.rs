@@ -24,6 +24,9 @@ pub(crate) enum Scenario {
     Query,
     /// The embedding model alone on the ingested documents, against the machine's matrix rate.
     Embed,
+    /// `gatehouse embeddings serve` in this process: documents a second at each concurrency
+    /// level, one a request, beside the model embedding them here.
+    EmbedServe,
     /// The vector search's recall@10 through the HNSW index against an exact search, with
     /// filters, over the ingested documents.
     Recall,
@@ -36,7 +39,7 @@ pub(crate) enum Scenario {
 }
 
 impl Scenario {
-    pub(crate) const ALL: [Scenario; 14] = [
+    pub(crate) const ALL: [Scenario; 15] = [
         Scenario::Health,
         Scenario::Context,
         Scenario::ContextLarge,
@@ -47,6 +50,7 @@ impl Scenario {
         Scenario::Flow,
         Scenario::Query,
         Scenario::Embed,
+        Scenario::EmbedServe,
         Scenario::Recall,
         Scenario::Calls,
         Scenario::Stats,
@@ -75,6 +79,7 @@ impl Scenario {
             Scenario::Flow => "flow",
             Scenario::Query => "query",
             Scenario::Embed => "embed",
+            Scenario::EmbedServe => "embed-serve",
             Scenario::Recall => "recall",
             Scenario::Calls => "calls",
             Scenario::Stats => "stats",
@@ -90,6 +95,7 @@ impl Scenario {
                 | Scenario::ContextLarge
                 | Scenario::Query
                 | Scenario::Embed
+                | Scenario::EmbedServe
                 | Scenario::Recall
                 | Scenario::Calls
                 | Scenario::Stats
@@ -97,15 +103,15 @@ impl Scenario {
         )
     }
 
-    /// Measured over HTTP at each concurrency level; `embed` and `recall` run the model in
-    /// this process.
+    /// Measured over HTTP at each concurrency level against the application; `embed`,
+    /// `embed-serve` and `recall` run the model in this process.
     pub(crate) fn is_http(self) -> bool {
         !self.needs_model()
     }
 
     /// Runs the embedding model in this process.
     pub(crate) fn needs_model(self) -> bool {
-        matches!(self, Scenario::Embed | Scenario::Recall)
+        matches!(self, Scenario::Embed | Scenario::EmbedServe | Scenario::Recall)
     }
 
     /// The steps of a multi-step unit of work, timed one by one.
@@ -132,7 +138,7 @@ impl Scenario {
             // A query commits a create and a confirm like any call; the search itself is a read.
             Scenario::Query => &[Statement::Insert, Statement::Confirm],
             // Measured against the machine's matrix rate, and against an exact search, instead.
-            Scenario::Embed | Scenario::Recall => &[],
+            Scenario::Embed | Scenario::EmbedServe | Scenario::Recall => &[],
             Scenario::Calls => &[Statement::Calls],
             Scenario::Stats => &[Statement::Stats],
             Scenario::Executions => &[Statement::Executions],
