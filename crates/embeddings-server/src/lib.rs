@@ -17,20 +17,15 @@ pub mod openai;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
+use gatehouse_http_listener::{Answer, Serving};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 pub use batch::{BatchError, Batcher};
 use gatehouse_embeddings::Embedder;
@@ -69,8 +64,7 @@ pub enum ServeError {
 /// A server accepting connections until [`Server::stop`].
 pub struct Server {
     pub addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    accept_loop: JoinHandle<()>,
+    serving: Serving,
 }
 
 impl Server {
@@ -83,9 +77,11 @@ impl Server {
         let addr = listener.local_addr().map_err(|source| ServeError::Listen { addr: listen, source })?;
         let batcher = Batcher::start(embedder, config.max_batch_texts, config.queue).map_err(ServeError::Thread)?;
         let shared = Arc::new(Shared { batcher, config });
-        let (stop, stopped) = watch::channel(false);
-        let accept_loop = tokio::spawn(accept(listener, shared, stopped));
-        Ok(Server { addr, stop, accept_loop })
+        let serving = gatehouse_http_listener::serve(listener, move |request| {
+            let shared = shared.clone();
+            async move { answer(&shared, request).await }
+        });
+        Ok(Server { addr, serving })
     }
 
     /// `http://ADDR/v1/embeddings`.
@@ -95,8 +91,7 @@ impl Server {
 
     /// Stops accepting, lets the requests in flight finish, and returns.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.accept_loop.await;
+        self.serving.stop().await;
     }
 }
 
@@ -105,49 +100,7 @@ struct Shared {
     config: Config,
 }
 
-async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
-    let mut connections = tokio::task::JoinSet::new();
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                // Out of file descriptors, say: wait a little rather than stop serving.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = stop_requested(&mut stopped) => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        let mut connection_stopped = stopped.clone();
-        connections.spawn(async move {
-            let service = service_fn(move |request| {
-                let shared = shared.clone();
-                async move { Ok::<_, std::convert::Infallible>(answer(&shared, request).await) }
-            });
-            let connection = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                () = stop_requested(&mut connection_stopped) => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
-            }
-        });
-        while connections.try_join_next().is_some() {}
-    }
-    drop(listener);
-    while connections.join_next().await.is_some() {}
-}
-
-async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
-    let _ = stopped.wait_for(|stop| *stop).await;
-}
-
-async fn answer(shared: &Shared, request: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(shared: &Shared, request: Request<Incoming>) -> Answer {
     match route(shared, request).await {
         Ok(body) => json(StatusCode::OK, body),
         Err(error) => json(error.status, error.body()),
@@ -237,7 +190,7 @@ async fn embeddings(shared: &Shared, request: Request<Incoming>) -> Result<Strin
     })
 }
 
-fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+fn json(status: StatusCode, body: String) -> Answer {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

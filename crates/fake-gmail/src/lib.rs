@@ -36,7 +36,7 @@ use state::Shared;
 pub struct FakeGmail {
     address: SocketAddr,
     shared: Arc<Shared>,
-    server: Option<server::Running>,
+    server: Option<gatehouse_http_listener::Serving>,
 }
 
 impl FakeGmail {

@@ -3,15 +3,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gatehouse_http_listener::Serving;
 use http_body_util::{BodyExt, Limited};
 use hyper::Request;
 use hyper::body::Incoming as IncomingBody;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::faults::Fault;
 use crate::google_error::GoogleError;
@@ -24,71 +20,8 @@ use crate::{control, dev_view, gmail, oauth};
 /// Room for a 35 MB message once base64-encoded inside JSON.
 const MAX_BODY_BYTES: usize = 50 * 1024 * 1024;
 
-pub(crate) struct Running {
-    stop: watch::Sender<bool>,
-    accept_loop: JoinHandle<()>,
-}
-
-impl Running {
-    pub fn signal_stop(&self) {
-        let _ = self.stop.send(true);
-    }
-
-    pub async fn stop(self) {
-        self.signal_stop();
-        let _ = self.accept_loop.await;
-    }
-}
-
-pub(crate) fn spawn(listener: TcpListener, shared: Arc<Shared>) -> Running {
-    let (stop, stopped) = watch::channel(false);
-    let accept_loop = tokio::spawn(accept(listener, shared, stopped));
-    Running { stop, accept_loop }
-}
-
-async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
-    let mut connections = tokio::task::JoinSet::new();
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                // Out of file descriptors, say: wait a little rather than stop serving.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = stop_requested(&mut stopped) => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        let mut connection_stopped = stopped.clone();
-        connections.spawn(async move {
-            let service = service_fn(move |request| {
-                let shared = shared.clone();
-                async move { Ok::<_, std::convert::Infallible>(answer_in_own_task(shared, request).await) }
-            });
-            let connection = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                () = stop_requested(&mut connection_stopped) => {
-                    // Pooled keep-alive connections are closed too, so nothing reaches a
-                    // stopped fake; a request in flight still gets its answer.
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
-            }
-        });
-        while connections.try_join_next().is_some() {}
-    }
-    drop(listener);
-    while connections.join_next().await.is_some() {}
-}
-
-async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
-    // An error means the sender is gone, which is a stop as well.
-    let _ = stopped.wait_for(|stop| *stop).await;
+pub(crate) fn spawn(listener: TcpListener, shared: Arc<Shared>) -> Serving {
+    gatehouse_http_listener::serve(listener, move |request| answer_in_own_task(shared.clone(), request))
 }
 
 /// A client that hangs up must not cancel an operation half-way: the request runs on its own
