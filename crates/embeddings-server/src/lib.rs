@@ -4,8 +4,8 @@
 //! `embeddings_provider = "openai"` points at it (docs/embeddings.md).
 //!
 //! - `POST /v1/embeddings`: `{"model", "input": text or [texts], "encoding_format"?,
-//!   "dimensions"?}`, answered as OpenAI answers, vectors identical to the runner's and `gatehouse
-//!   ingest`'s (the same crate computes them).
+//!   "dimensions"?}`, answered as OpenAI answers, with the runner's and `gatehouse ingest`'s
+//!   vectors (the same crate computes them; a batch changes them by float rounding at most).
 //! - `GET /v1/models`: the one model.
 //! - `GET /healthz`: 200 while serving, without a token, for probes.
 //!
