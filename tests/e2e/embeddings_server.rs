@@ -6,6 +6,7 @@
 use anyhow::{Context, Result, ensure};
 use base64::Engine;
 use gatehouse_embeddings::{DIMENSIONS, Embedder, locate_model_dir};
+use gatehouse_embeddings_server::Config;
 use gatehouse_embeddings_server::openai::{EmbeddingsResponse, Vector};
 use gatehouse_tests::vector::EmbeddingsServer;
 use gatehouse_tests::workspace_root;
@@ -101,6 +102,19 @@ async fn serves_the_local_vectors_to_concurrent_clients() -> Result<()> {
     Ok(())
 }
 
+/// Sends `request` and reads its refusal in OpenAI's error shape: the status and the code, with
+/// a message, a type and a param, and never the token.
+async fn refusal(request: reqwest::RequestBuilder) -> Result<(u16, String)> {
+    let answer = request.send().await?;
+    let status = answer.status().as_u16();
+    let body: Value = answer.json().await?;
+    let fields = body["error"].as_object().context(format!("not an error: {body}"))?;
+    ensure!(fields["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    ensure!(fields["type"].is_string() && fields.contains_key("param"), "{body}");
+    ensure!(!body.to_string().contains(TOKEN), "{body}");
+    Ok((status, fields["code"].as_str().unwrap_or_default().to_owned()))
+}
+
 /// Each bad request gets its status and code in OpenAI's error shape; the token is needed
 /// everywhere but the health probe, and no answer repeats it.
 #[tokio::test]
@@ -108,21 +122,10 @@ async fn refuses_each_bad_request_with_a_stable_code() -> Result<()> {
     let server = EmbeddingsServer::start(TOKEN).await?;
     let client = reqwest::Client::new();
     let base = server.url.trim_end_matches("/v1/embeddings").to_owned();
-    let error = |status: u16, body: &Value| -> Result<(u16, String)> {
-        let fields = body["error"].as_object().context(format!("not an error: {body}"))?;
-        ensure!(fields["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
-        ensure!(fields["type"].is_string() && fields.contains_key("param"), "{body}");
-        ensure!(!body.to_string().contains(TOKEN), "{body}");
-        Ok((status, fields["code"].as_str().unwrap_or_default().to_owned()))
-    };
-
     let good = json!({"model": "all-minilm-l6-v2", "input": "hello"});
-    let answer = client.post(&server.url).json(&good).send().await?;
-    let status = answer.status().as_u16();
-    assert_eq!(error(status, &answer.json().await?)?, (401, "invalid_api_key".into()));
-    let answer = client.post(&server.url).bearer_auth("wrong").json(&good).send().await?;
-    let status = answer.status().as_u16();
-    assert_eq!(error(status, &answer.json().await?)?, (401, "invalid_api_key".into()));
+    assert_eq!(refusal(client.post(&server.url).json(&good)).await?, (401, "invalid_api_key".into()));
+    let wrong = client.post(&server.url).bearer_auth("wrong").json(&good);
+    assert_eq!(refusal(wrong).await?, (401, "invalid_api_key".into()));
     let answer = client.get(format!("{base}/v1/models")).send().await?;
     assert_eq!(answer.status().as_u16(), 401);
     let models: Value = client.get(format!("{base}/v1/models")).bearer_auth(TOKEN).send().await?.json().await?;
@@ -142,24 +145,20 @@ async fn refuses_each_bad_request_with_a_stable_code() -> Result<()> {
         (json!({"input": "no model"}), 400, "invalid_json"),
     ];
     for (body, status, code) in cases {
-        let (got_status, answer) = post(&client, &server, &body).await?;
-        assert_eq!(error(got_status, &answer)?, (status, code.to_owned()), "the case expecting {code}");
+        let request = client.post(&server.url).bearer_auth(TOKEN).json(&body);
+        assert_eq!(refusal(request).await?, (status, code.to_owned()), "the case expecting {code}");
     }
-    let answer = client.post(&server.url).bearer_auth(TOKEN).body("{not json").send().await?;
-    let status = answer.status().as_u16();
-    assert_eq!(error(status, &answer.json().await?)?, (400, "invalid_json".into()));
-    // One byte over the server's limit (2 MiB), so that the server reads all of it before it
-    // answers: with more left unread, closing the connection could reset it under the answer.
-    let huge = "z".repeat(2 * 1024 * 1024 + 1);
-    let answer = client.post(&server.url).bearer_auth(TOKEN).body(huge).send().await?;
-    let status = answer.status().as_u16();
-    assert_eq!(error(status, &answer.json().await?)?, (413, "request_too_large".into()));
-    let answer = client.get(&server.url).bearer_auth(TOKEN).send().await?;
-    let status = answer.status().as_u16();
-    assert_eq!(error(status, &answer.json().await?)?, (405, "method_not_allowed".into()));
-    let answer = client.get(format!("{base}/v2/anything")).bearer_auth(TOKEN).send().await?;
-    let status = answer.status().as_u16();
-    assert_eq!(error(status, &answer.json().await?)?, (404, "not_found".into()));
+    let not_json = client.post(&server.url).bearer_auth(TOKEN).body("{not json");
+    assert_eq!(refusal(not_json).await?, (400, "invalid_json".into()));
+    // One byte over the server's limit, so that the server reads all of it before it answers:
+    // with more left unread, closing the connection could reset it under the answer.
+    let huge = "z".repeat(Config::new(String::new()).max_body_bytes + 1);
+    let huge = client.post(&server.url).bearer_auth(TOKEN).body(huge);
+    assert_eq!(refusal(huge).await?, (413, "request_too_large".into()));
+    let wrong_method = client.get(&server.url).bearer_auth(TOKEN);
+    assert_eq!(refusal(wrong_method).await?, (405, "method_not_allowed".into()));
+    let elsewhere = client.get(format!("{base}/v2/anything")).bearer_auth(TOKEN);
+    assert_eq!(refusal(elsewhere).await?, (404, "not_found".into()));
 
     // After all that, it still serves.
     let (status, body) = post(&client, &server, &good).await?;

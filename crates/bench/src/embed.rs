@@ -18,7 +18,7 @@ use crate::timing::{histogram, micros, ms};
 /// Documents embedded: the first this many by id.
 const DOCUMENTS: i64 = 1000;
 /// Texts per call to the embedder: `gatehouse ingest`'s default `--batch`.
-const INGEST_BATCH: usize = 128;
+pub(crate) const INGEST_BATCH: usize = 128;
 /// How long the matrix product is repeated.
 const MATRIX_TIME: Duration = Duration::from_secs(2);
 /// Queries embedded alone before and while timing.
@@ -80,7 +80,7 @@ fn measure(embedder: &Embedder, contents: &[String], queries: &[String]) -> Resu
     let started = Instant::now();
     let mut tokens = 0;
     for batch in texts.chunks(INGEST_BATCH) {
-        tokens += embedder.embed_counting_tokens(batch)?.token_count;
+        tokens += embedder.embed_counting_tokens(batch)?.token_count();
     }
     let elapsed = started.elapsed();
     let model_gflops = flops_for_texts(tokens, texts.len()) / elapsed.as_secs_f64() / 1e9;

@@ -14,12 +14,11 @@ use gatehouse_embeddings_server::{Config, Server};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
+use crate::embed::INGEST_BATCH;
 use crate::timing::{histogram, micros, ms};
 
 /// The server's token for this run only.
 const TOKEN: &str = "bench-embed-serve";
-/// Texts per call to the embedder when embedding locally in batches: `gatehouse ingest`'s.
-const INGEST_BATCH: usize = 128;
 /// Requests each client sends before the timing starts.
 const WARMUP: usize = 5;
 

@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut tokens = 0;
     for chunk in texts.chunks(128) {
-        tokens += embedder.embed_counting_tokens(chunk)?.token_count;
+        tokens += embedder.embed_counting_tokens(chunk)?.token_count();
     }
     let seconds = started.elapsed().as_secs_f64();
     println!(

@@ -58,10 +58,16 @@ pub enum EmbedError {
 /// Vectors for a list of texts, and how many tokens the model read for them.
 pub struct Embeddings {
     pub vectors: Vec<Vec<f32>>,
-    /// Real (not padding) tokens, special tokens included, after truncation: all of them.
-    pub token_count: usize,
-    /// The same, per text, in order.
+    /// Real (not padding) tokens of each text, special tokens included, after truncation, in
+    /// order.
     pub tokens_per_text: Vec<usize>,
+}
+
+impl Embeddings {
+    /// Every text's tokens together.
+    pub fn token_count(&self) -> usize {
+        self.tokens_per_text.iter().sum()
+    }
 }
 
 /// The loaded model and tokenizer. Loading reads about 90 MB of weights; share one instance.
@@ -95,7 +101,7 @@ impl Embedder {
     /// [`Embedder::embed`], also counting the tokens read (Spin's `prompt-token-count`).
     pub fn embed_counting_tokens(&self, texts: &[&str]) -> Result<Embeddings, EmbedError> {
         if texts.is_empty() {
-            return Ok(Embeddings { vectors: Vec::new(), token_count: 0, tokens_per_text: Vec::new() });
+            return Ok(Embeddings { vectors: Vec::new(), tokens_per_text: Vec::new() });
         }
         let encodings =
             self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EmbedError::Tokenize(e.to_string()))?;
@@ -147,7 +153,7 @@ impl Embedder {
                 vectors[i] = vector;
             }
         }
-        Ok(Embeddings { vectors, token_count, tokens_per_text })
+        Ok(Embeddings { vectors, tokens_per_text })
     }
 
     /// The pooled, unit-length vector of each text of one pass.

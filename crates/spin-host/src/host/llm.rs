@@ -95,10 +95,8 @@ impl Host for HostState {
         .await
         .map_err(|e| Error::RuntimeError(format!("embedding task failed: {e}")))?
         .map_err(runtime_error)?;
-        Ok(EmbeddingsResult {
-            embeddings: embeddings.vectors,
-            usage: EmbeddingsUsage { prompt_token_count: u32::try_from(embeddings.token_count).unwrap_or(u32::MAX) },
-        })
+        let prompt_token_count = u32::try_from(embeddings.token_count()).unwrap_or(u32::MAX);
+        Ok(EmbeddingsResult { embeddings: embeddings.vectors, usage: EmbeddingsUsage { prompt_token_count } })
     }
 }
 
