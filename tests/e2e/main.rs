@@ -35,4 +35,5 @@ mod tenants;
 mod tls;
 mod tool_hosts;
 mod tool_sdks;
+mod traces;
 mod vector_search;

@@ -27,16 +27,21 @@ impl Exchange {
     }
 }
 
-/// A JSON answer.
+/// An answer: JSON, or bytes of another type.
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub status: u16,
-    pub body: Value,
+    content_type: &'static str,
+    body: Bytes,
 }
 
 impl Reply {
     pub fn json(status: u16, body: Value) -> Reply {
-        Reply { status, body }
+        Reply::bytes(status, "application/json", body.to_string().into_bytes())
+    }
+
+    pub fn bytes(status: u16, content_type: &'static str, body: Vec<u8>) -> Reply {
+        Reply { status, content_type, body: Bytes::from(body) }
     }
 }
 
@@ -77,9 +82,9 @@ async fn read(request: hyper::Request<Incoming>) -> Exchange {
 }
 
 fn respond(reply: Reply) -> hyper::Response<Full<Bytes>> {
-    let mut response = hyper::Response::new(Full::new(Bytes::from(reply.body.to_string())));
+    let mut response = hyper::Response::new(Full::new(reply.body));
     *response.status_mut() =
         hyper::StatusCode::from_u16(reply.status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static(reply.content_type));
     response
 }

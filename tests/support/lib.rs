@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod gmail;
 pub mod http_server;
 pub mod lifecycle;
+pub mod otlp;
 pub mod proxy;
 pub mod python_service;
 pub mod raw;

@@ -21,6 +21,15 @@ pub const CONTRACT_PATH: &str = "/tool";
 /// for a tool that does not say so (docs/architecture.md, "Observability").
 pub const RECORDED_HEADER: &str = "gatehouse-execution-recorded";
 
+/// The request header naming the call an operation is for, and the response header naming the
+/// call a create made. A label for traces (docs/architecture.md, "Traces"), read by nothing
+/// that decides anything: the call's id that counts is in the body.
+pub const CALL_ID_HEADER: &str = "gatehouse-call-id";
+
+/// The request header naming the tool an operation is for (its function name), a label for
+/// traces like [`CALL_ID_HEADER`].
+pub const TOOL_HEADER: &str = "gatehouse-tool";
+
 /// One operation of the contract; also the last segment of its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

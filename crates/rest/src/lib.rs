@@ -5,7 +5,7 @@
 
 use gatehouse_domain::ApiError;
 use gatehouse_http::{Params, Reply, Request, json_response};
-use gatehouse_lifecycle::{Ctx, Envelope, Outcome, Progress};
+use gatehouse_lifecycle::{Created, Ctx, Envelope, Outcome, Progress};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -21,9 +21,12 @@ pub fn ok(answer: &impl Serialize) -> Reply {
     json_response(200, answer).into()
 }
 
-/// `201 Created` with the answer.
-pub fn created(answer: &impl Serialize) -> Reply {
-    json_response(201, answer).into()
+/// `201 Created` with the new call, its id also in the `gatehouse-call-id` header (which a
+/// trace reads, docs/architecture.md, "Traces").
+pub fn created(created: &Created) -> Reply {
+    let mut response = json_response(201, created);
+    response.set_header(gatehouse_domain::contract::CALL_ID_HEADER, created.tool_call_id.to_string());
+    response.into()
 }
 
 /// `200 OK` with the outcome's answer, then its follow-up work.

@@ -9,6 +9,7 @@
 mod cli;
 mod db;
 mod sweep;
+mod telemetry;
 
 use clap::Parser;
 

@@ -23,6 +23,7 @@ use crate::host_answer::HostAnswer;
 use crate::manifest::Manifest;
 use crate::outbound::AllowedHosts;
 use crate::routing::{RouteMatch, Router};
+use crate::telemetry::{ComponentSpan, NoAttributes, SpanAttributes};
 use crate::variables::{ResolvedVariables, VariableSources};
 use crate::wasi_http::{self, Body, Handler};
 use crate::well_known::{self, HostStatus};
@@ -53,6 +54,9 @@ pub struct AppConfig {
     pub project_home: PathBuf,
     /// The command that builds the components, named when a component's Wasm file is missing.
     pub build_command: String,
+    /// The application's own attributes for each component's span (src/telemetry.rs); none
+    /// adds only the host's.
+    pub span_attributes: Option<Arc<dyn SpanAttributes>>,
 }
 
 struct LoadedComponent {
@@ -77,6 +81,7 @@ pub struct App {
     /// Set when the host starts to stop: `/.well-known/spin/health` then answers 503.
     draining: AtomicBool,
     this: Weak<App>,
+    span_attributes: Arc<dyn SpanAttributes>,
     /// The components' `files`, staged for as long as the application runs (src/files.rs); none
     /// when no component has files.
     _files: Option<tempfile::TempDir>,
@@ -166,6 +171,7 @@ impl App {
             instances: Arc::new(Semaphore::new(usize::try_from(config.max_instances).unwrap_or(usize::MAX))),
             draining: AtomicBool::new(false),
             this: this.clone(),
+            span_attributes: config.span_attributes.unwrap_or_else(|| Arc::new(NoAttributes)),
             _files: staging,
         }))
     }
@@ -282,12 +288,20 @@ impl App {
         let component = self.components.get(&route.component).context("routed to an unknown component")?;
         set_spin_headers(&mut request, &route, &origin);
         let id = component.runtime.id.clone();
+        // A request from the network matched a public route; a chained one names no route.
+        let (public_route, client) = match origin {
+            Origin::Client(address) => (Some(route.raw_route.as_str()), Some(address)),
+            Origin::Chained => (None, None),
+        };
+        let params: Vec<(String, String)> = route.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let span =
+            ComponentSpan::start(id.clone(), public_route, params, client, &mut request, self.span_attributes.clone());
         let timeout = self.request_timeout;
         let arrived = Instant::now();
         let deadline = arrived + timeout;
         let chain: Weak<dyn ServeChained<Body>> = self.this.clone();
-        let outbound = Outbound::new(id.clone(), component.runtime.allowed_hosts.clone(), chain);
-        let state = HostState::new(outbound, component.runtime.clone(), self.pg.clone());
+        let outbound = Outbound::new(id.clone(), component.runtime.allowed_hosts.clone(), chain, span.context());
+        let state = HostState::new(outbound, component.runtime.clone(), self.pg.clone(), span.context());
         let mut store = Store::new(component.handler.engine(), state);
         store.limiter(|state| &mut state.limits);
         // Called at the first epoch check after each tick: past the deadline the guest traps;
@@ -310,9 +324,11 @@ impl App {
         let instances = self.instances.clone();
         // The guest runs in its own task so it can keep working after it has sent its response,
         // as Spin allows; the store lives as long as that task, and at most until the deadline.
+        let span = Arc::new(span);
         let task = self.guests.spawn({
             let id = id.clone();
-            async move {
+            let span = span.clone();
+            let run = async move {
                 let deadline = tokio::time::Instant::from_std(deadline);
                 let stopped = || anyhow::Error::new(DeadlineExceeded { component: id.clone(), timeout });
                 // Waiting for a free instance counts against the deadline too.
@@ -333,14 +349,27 @@ impl App {
                     Ok(Err(e)) => Err(anyhow::Error::from(e)),
                     Err(_elapsed) => Err(stopped()),
                 }
+            };
+            async move {
+                let outcome = run.await;
+                match &outcome {
+                    Ok(()) => {}
+                    Err(e) if e.is::<DeadlineExceeded>() => span.failed("deadline_exceeded"),
+                    Err(_) => span.failed("component_failed"),
+                }
+                outcome
             }
         });
         match receiver.await {
             Ok(Ok(response)) => {
+                span.answered(response.status(), response.headers());
                 tokio::spawn(log_guest_end(id, task));
                 Ok(response)
             }
-            Ok(Err(code)) => Err(anyhow::anyhow!("component '{id}' answered with an error: {code:?}")),
+            Ok(Err(code)) => {
+                span.failed("component_error");
+                Err(anyhow::anyhow!("component '{id}' answered with an error: {code:?}"))
+            }
             Err(_) => {
                 let error = match task.await {
                     Ok(Ok(())) => anyhow::anyhow!("component '{id}' returned without sending a response"),

@@ -13,6 +13,7 @@ use http::{Request, Response, Uri};
 use serde_json::json;
 
 use crate::outbound::{Admission, AllowedHosts, CHAINING_SUFFIX, default_port};
+use crate::telemetry::OutboundSpan;
 
 /// A chained request's answer, once the component has produced its response head.
 pub(crate) type ChainedResponse<B> = Pin<Box<dyn Future<Output = Result<Response<B>, ChainError>> + Send>>;
@@ -36,6 +37,8 @@ pub(crate) struct Outbound<B> {
     component: Arc<str>,
     allowed: Arc<AllowedHosts>,
     chain: Weak<dyn ServeChained<B>>,
+    /// The sending component's span: each request's span is its child (src/telemetry.rs).
+    span: opentelemetry::Context,
 }
 
 /// Where one request goes.
@@ -55,8 +58,19 @@ pub(crate) enum Destination<B> {
 }
 
 impl<B: 'static> Outbound<B> {
-    pub(crate) fn new(component: Arc<str>, allowed: Arc<AllowedHosts>, chain: Weak<dyn ServeChained<B>>) -> Self {
-        Outbound { component, allowed, chain }
+    pub(crate) fn new(
+        component: Arc<str>,
+        allowed: Arc<AllowedHosts>,
+        chain: Weak<dyn ServeChained<B>>,
+        span: opentelemetry::Context,
+    ) -> Self {
+        Outbound { component, allowed, chain, span }
+    }
+
+    /// Starts the span of a request the guest sends, and puts its trace context on the request.
+    /// `chained` says whether another component of this application serves it.
+    pub(crate) fn start_span(&self, request: &mut Request<B>, chained: bool) -> OutboundSpan {
+        OutboundSpan::start(&self.span, request, chained)
     }
 
     /// Rules for a store that no application serves (a unit test's): chaining finds nothing.
@@ -69,7 +83,7 @@ impl<B: 'static> Outbound<B> {
             }
         }
         let chain: Weak<dyn ServeChained<B>> = Weak::<Nowhere>::new();
-        Outbound { component, allowed, chain }
+        Outbound { component, allowed, chain, span: opentelemetry::Context::new() }
     }
 
     pub(crate) fn destination(&self, uri: &Uri) -> Destination<B> {

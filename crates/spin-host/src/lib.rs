@@ -36,6 +36,7 @@ mod outbound;
 mod routing;
 mod selection;
 mod server;
+mod telemetry;
 pub mod variables;
 #[cfg_attr(wasmtime_major = "48", path = "wasi_http/wasmtime48.rs")]
 #[cfg_attr(any(wasmtime_major = "42", wasmtime_major = "44"), path = "wasi_http/wasmtime42_44.rs")]
@@ -54,3 +55,4 @@ pub use app::{App, AppConfig};
 pub use engine::DEFAULT_MAX_INSTANCES;
 pub use host::ZeroRows;
 pub use server::{ConnectionLimits, serve};
+pub use telemetry::{RequestFacts, SpanAttributes};

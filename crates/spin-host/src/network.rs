@@ -40,6 +40,22 @@ pub(crate) enum NetworkError {
     Http(#[from] hyper::Error),
 }
 
+impl NetworkError {
+    /// The failure as a span's `error.type`.
+    pub(crate) fn error_type(&self) -> &'static str {
+        match self {
+            NetworkError::NoHost => "no_host",
+            NetworkError::Dns => "dns",
+            NetworkError::Prohibited => "destination_prohibited",
+            NetworkError::ConnectTimeout => "connect_timeout",
+            NetworkError::Connect => "connection_refused",
+            NetworkError::Tls => "tls",
+            NetworkError::ResponseTimeout => "response_timeout",
+            NetworkError::Http(_) => "http",
+        }
+    }
+}
+
 /// How long each step may take.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timeouts {

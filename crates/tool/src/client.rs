@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use gatehouse_domain::contract::{
-    Checkpoint, Executed, FaultKind, Operation, Prepared, RECORDED_HEADER, Summary, ToolDescription, ToolFault,
-    ToolRefusal, ToolRequest, Validated,
+    CALL_ID_HEADER, Checkpoint, Executed, FaultKind, Operation, Prepared, RECORDED_HEADER, Summary, TOOL_HEADER,
+    ToolDescription, ToolFault, ToolRefusal, ToolRequest, Validated,
 };
 use gatehouse_platform::{Method, SendFailure};
 use serde::de::DeserializeOwned;
@@ -163,7 +163,11 @@ impl ToolClient {
             ),
             None => (Method::Get, Vec::new()),
         };
-        let mut headers = vec![("content-type", "application/json")];
+        let call_id = request.and_then(|r| r.tool_call_id.as_ref()).map(ToString::to_string);
+        let mut headers = vec![("content-type", "application/json"), (TOOL_HEADER, self.tool.as_str())];
+        if let Some(call_id) = &call_id {
+            headers.push((CALL_ID_HEADER, call_id));
+        }
         let traceparent = request.and_then(|r| r.trace_id.as_deref()).map(gatehouse_platform::traceparent);
         if let Some(traceparent) = &traceparent {
             headers.push(("traceparent", traceparent));

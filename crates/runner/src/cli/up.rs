@@ -12,6 +12,7 @@ use gatehouse_spin_host::{App, AppConfig, ZeroRows, log};
 
 use crate::db::{Database, migrate, project_home};
 use crate::sweep::Sweeper;
+use crate::telemetry::Traces;
 
 /// The token `up` uses when none is configured, so a newcomer can try the API at once.
 pub(crate) const DEV_TOKEN: &str = "dev-token";
@@ -231,6 +232,7 @@ pub(super) struct Running {
     _dev_gmail: Option<gatehouse_fake_gmail::FakeGmail>,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<Result<()>>,
+    traces: Traces,
 }
 
 impl Running {
@@ -261,6 +263,7 @@ impl Running {
             );
         }
         let stopped = self.database.stop();
+        self.traces.shutdown().await;
         served.and(stopped)
     }
 }
@@ -271,6 +274,8 @@ pub(super) async fn start(args: &UpArgs) -> Result<Running> {
     // A declared tool with a mistake is refused before anything starts, naming its file and
     // field, rather than on the first call that reaches it.
     super::tools::check_manifest(&args.app.manifest_path()?)?;
+    // Before the application loads: its first span must find the exporter installed.
+    let traces = Traces::start_from_env()?;
     let database = Database::open(&root, &state_dir).await?;
     match listen(args, &database, state_dir).await {
         Ok((app, listener, dev_gmail)) => {
@@ -282,7 +287,7 @@ pub(super) async fn start(args: &UpArgs) -> Result<Running> {
             }));
             let sweeper = Sweeper::start(app.clone(), &args.sweep_component, args.sweep_interval);
             let drain_delay = args.drain_delay;
-            Ok(Running { address, app, database, sweeper, drain_delay, _dev_gmail: dev_gmail, stop, server })
+            Ok(Running { address, app, database, sweeper, drain_delay, _dev_gmail: dev_gmail, stop, server, traces })
         }
         Err(e) => {
             // Leave no embedded server running behind a failed start.
@@ -363,6 +368,7 @@ async fn listen(
         zero_rows: if args.refuse_zero_row_queries { ZeroRows::Refuse } else { ZeroRows::Allow },
         project_home,
         build_command: "gatehouse build".into(),
+        span_attributes: Some(crate::telemetry::GatehouseSpans::new()),
     })?;
     let mut components: Vec<&str> = app.component_ids().collect();
     components.sort_unstable();

@@ -63,13 +63,20 @@ pub(crate) struct HostState {
     table: ResourceTable,
     component: Arc<ComponentRuntime>,
     pg: Arc<PgPools>,
+    /// The component's span: each statement's span is its child (src/telemetry.rs).
+    span: opentelemetry::Context,
     /// Installed with `Store::limiter`, which asks for it on every memory or table growth.
     pub limits: StoreLimits,
 }
 
 impl HostState {
     /// The state of one request's store: `outbound` decides where the guest's own requests go.
-    pub(crate) fn new(outbound: Outbound<Body>, component: Arc<ComponentRuntime>, pg: Arc<PgPools>) -> HostState {
+    pub(crate) fn new(
+        outbound: Outbound<Body>,
+        component: Arc<ComponentRuntime>,
+        pg: Arc<PgPools>,
+        span: opentelemetry::Context,
+    ) -> HostState {
         let mut wasi = WasiCtx::builder();
         wasi.stdout(GuestOutput::new(component.id.clone(), "stdout"))
             .stderr(GuestOutput::new(component.id.clone(), "stderr"));
@@ -93,6 +100,7 @@ impl HostState {
             table: ResourceTable::new(),
             component,
             pg,
+            span,
             limits: store_limits(),
         }
     }

@@ -18,6 +18,7 @@ use super::pg_values::{Param, RawCell, data_type, db_value};
 use crate::bindings::spin::postgres4_0_0::postgres::{
     Column, DbError, DbValue, Error, Host, HostConnection, ParameterValue, QueryError, RowSet,
 };
+use crate::telemetry::StatementSpan;
 
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a guest waits for a free pooled connection before `open` fails.
@@ -170,6 +171,14 @@ fn query_error(e: tokio_postgres::Error) -> Error {
     Error::QueryFailed(QueryError::Text(text))
 }
 
+/// PostgreSQL's code for a failed statement, when it answered one.
+fn sqlstate(error: &Error) -> Option<&str> {
+    match error {
+        Error::QueryFailed(QueryError::DbError(db)) => Some(&db.code),
+        _ => None,
+    }
+}
+
 impl HostState {
     fn connection(&self, handle: &Resource<PgConnection>) -> Result<&Object, Error> {
         self.table.get(handle).map(|c| &c.client).map_err(|e| Error::Other(format!("invalid connection handle: {e}")))
@@ -218,9 +227,22 @@ impl HostConnection for HostState {
         values: Vec<ParameterValue>,
     ) -> Result<RowSet, Error> {
         let client = self.connection(&handle)?;
-        let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
-        let params = params(values);
-        let rows = client.query(&prepared, &as_sql(&params)).await.map_err(query_error)?;
+        let span = StatementSpan::start(&self.span, &statement);
+        let rows = async {
+            let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
+            let params = params(values);
+            let rows = client.query(&prepared, &as_sql(&params)).await.map_err(query_error)?;
+            Ok((prepared, rows))
+        }
+        .await;
+        let (prepared, rows) = match rows {
+            Ok(answer) => answer,
+            Err(e) => {
+                span.failed(sqlstate(&e));
+                return Err(e);
+            }
+        };
+        span.succeeded(u64::try_from(rows.len()).unwrap_or(u64::MAX));
         self.pg.zero_rows.check(&statement, rows.len())?;
         let columns: Vec<Column> = prepared
             .columns()
@@ -238,9 +260,18 @@ impl HostConnection for HostState {
         values: Vec<ParameterValue>,
     ) -> Result<u64, Error> {
         let client = self.connection(&handle)?;
-        let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
-        let params = params(values);
-        client.execute(&prepared, &as_sql(&params)).await.map_err(query_error)
+        let span = StatementSpan::start(&self.span, &statement);
+        let changed = async {
+            let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
+            let params = params(values);
+            client.execute(&prepared, &as_sql(&params)).await.map_err(query_error)
+        }
+        .await;
+        match &changed {
+            Ok(rows) => span.succeeded(*rows),
+            Err(e) => span.failed(sqlstate(e)),
+        }
+        changed
     }
 
     async fn drop(&mut self, handle: Resource<PgConnection>) -> anyhow::Result<()> {

@@ -155,18 +155,24 @@ struct OutboundHooks(Outbound<Body>);
 impl OutboundHooks {
     fn send(
         &mut self,
-        request: Request<Body>,
+        mut request: Request<Body>,
         config: OutgoingRequestConfig,
     ) -> HttpResult<HostFutureIncomingResponse> {
         match self.0.destination(request.uri()) {
             Destination::Denied => Err(ErrorCode::HttpRequestDenied.into()),
             Destination::ShuttingDown => Err(chain_error(ChainError::ShuttingDown).into()),
-            // As the Spin release this host stands in for sends it: no address check.
+            // As the Spin release this host stands in for sends it: no address check, and no
+            // span of the host's own (docs/architecture.md, "Traces").
             Destination::Network(_) => Ok(default_send_request(request, config)),
             Destination::Chained(app, component) => {
                 let between_bytes_timeout = config.between_bytes_timeout;
+                let span = self.0.start_span(&mut request, true);
                 let task = wasmtime_wasi::runtime::spawn(async move {
                     let answer = app.serve_chained(component, request).await;
+                    match &answer {
+                        Ok(response) => span.answered(response.status()),
+                        Err(_) => span.failed("chaining_failed"),
+                    }
                     Ok(answer
                         .map(|resp| IncomingResponse { resp, worker: None, between_bytes_timeout })
                         .map_err(chain_error))

@@ -107,35 +107,54 @@ type SendFuture = Box<
 impl WasiHttpHooks for OutboundHooks {
     fn send_request(
         &mut self,
-        request: Request<Body>,
+        mut request: Request<Body>,
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
         match self.0.destination(request.uri()) {
             Destination::Denied => Box::new(async { Err(HttpError::HttpRequestDenied) }),
             Destination::ShuttingDown => Box::new(async { Err(chain_error(ChainError::ShuttingDown)) }),
-            Destination::Chained(app, component) => Box::new(async move {
-                let response = app.serve_chained(component, request).await.map_err(chain_error)?;
-                Ok((response, Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>))
-            }),
-            Destination::Network(admission) => Box::new(async move {
-                let timeouts = crate::network::Timeouts {
-                    connect: options.and_then(|o| o.connect_timeout).unwrap_or(NETWORK_TIMEOUT),
-                    first_byte: options.and_then(|o| o.first_byte_timeout).unwrap_or(NETWORK_TIMEOUT),
-                };
-                let (response, connection) =
-                    crate::network::send(request, admission, timeouts).await.map_err(network_error)?;
-                let io = async move {
-                    match connection.await {
-                        Ok(ended) => ended.map_err(HttpError::Hyper),
-                        Err(e) => Err(HttpError::InternalError(Some(format!("the connection's task: {e}")))),
-                    }
-                };
-                Ok((
-                    crate::network::boxed(response, HttpError::Hyper),
-                    Box::new(io) as Box<dyn Future<Output = _> + Send>,
-                ))
-            }),
+            Destination::Chained(app, component) => {
+                let span = self.0.start_span(&mut request, true);
+                Box::new(async move {
+                    let response = match app.serve_chained(component, request).await {
+                        Ok(response) => response,
+                        Err(e) => {
+                            span.failed(chain_error_type(&e));
+                            return Err(chain_error(e));
+                        }
+                    };
+                    span.answered(response.status());
+                    Ok((response, Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>))
+                })
+            }
+            Destination::Network(admission) => {
+                let span = self.0.start_span(&mut request, false);
+                Box::new(async move {
+                    let timeouts = crate::network::Timeouts {
+                        connect: options.and_then(|o| o.connect_timeout).unwrap_or(NETWORK_TIMEOUT),
+                        first_byte: options.and_then(|o| o.first_byte_timeout).unwrap_or(NETWORK_TIMEOUT),
+                    };
+                    let (response, connection) = match crate::network::send(request, admission, timeouts).await {
+                        Ok(sent) => sent,
+                        Err(e) => {
+                            span.failed(e.error_type());
+                            return Err(network_error(e));
+                        }
+                    };
+                    span.answered(response.status());
+                    let io = async move {
+                        match connection.await {
+                            Ok(ended) => ended.map_err(HttpError::Hyper),
+                            Err(e) => Err(HttpError::InternalError(Some(format!("the connection's task: {e}")))),
+                        }
+                    };
+                    Ok((
+                        crate::network::boxed(response, HttpError::Hyper),
+                        Box::new(io) as Box<dyn Future<Output = _> + Send>,
+                    ))
+                })
+            }
         }
     }
 }
@@ -155,6 +174,14 @@ fn network_error(error: crate::network::NetworkError) -> HttpError {
         NetworkError::Tls => HttpError::TlsProtocolError,
         NetworkError::ResponseTimeout => HttpError::HttpResponseTimeout,
         NetworkError::Http(e) => HttpError::Hyper(e),
+    }
+}
+
+/// A chained request's failure, as a span's `error.type`.
+fn chain_error_type(error: &ChainError) -> &'static str {
+    match error {
+        ChainError::UnknownComponent(_) => "destination_not_found",
+        ChainError::ShuttingDown => "shutting_down",
     }
 }
 

@@ -1,0 +1,345 @@
+//! Spans of what the host does for its guests, in OpenTelemetry's semantic conventions
+//! (docs/architecture.md, "Traces"): one for each component's run (a request from the network
+//! or from another component), one for each request a guest sends (to another component or to
+//! the network), and one for each SQL statement.
+//!
+//! Spans go to OpenTelemetry's global tracer provider. The program around the host installs one
+//! that exports them (the CLI does when `OTEL_EXPORTER_OTLP_ENDPOINT` is set); without it every
+//! span is a no-op, and requests carry their `traceparent` on unchanged.
+//!
+//! The trace context travels in the W3C `traceparent` header. A component's span continues the
+//! request's; its guest sees the component's span as its parent, so the guest's log lines name
+//! it; a request the guest sends is a child of the component's span, or of the trace the guest
+//! names itself (a stored call's own trace), and carries the request's span on to the next hop.
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
+
+use http::{HeaderMap, Request, StatusCode};
+use opentelemetry::global::BoxedTracer;
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_http::{HeaderExtractor, HeaderInjector};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+
+/// The instrumentation scope the spans are recorded under.
+const SCOPE: &str = "gatehouse-spin-host";
+/// How much of a statement's text a span keeps: the application's SQL is parameterized, so the
+/// text holds no value, but a span must stay small.
+const MAX_STATEMENT_CHARS: usize = 2_000;
+
+/// The application's own facts about a request and its answer, which a generic host cannot
+/// know: implemented by the program around the host (the CLI adds the tool, the call and the
+/// outcome), and given to [`crate::AppConfig`].
+pub trait SpanAttributes: Send + Sync {
+    /// Attributes of a component's span, from the request it serves.
+    fn request(&self, request: &RequestFacts<'_>) -> Vec<KeyValue>;
+    /// Attributes of a component's span, from its answer's head.
+    fn response(&self, request: &RequestFacts<'_>, status: StatusCode, headers: &HeaderMap) -> Vec<KeyValue>;
+}
+
+/// What the host knows of a request a component serves.
+#[derive(Debug)]
+pub struct RequestFacts<'a> {
+    /// The component's id in the manifest.
+    pub component: &'a str,
+    pub method: &'a http::Method,
+    pub path: &'a str,
+    /// The route's parameters (`:id` of `/voice-tools/confirm/:id`), by name.
+    pub params: &'a [(String, String)],
+    pub headers: &'a HeaderMap,
+}
+
+/// Adds nothing: a host whose program gives no [`SpanAttributes`].
+pub(crate) struct NoAttributes;
+
+impl SpanAttributes for NoAttributes {
+    fn request(&self, _request: &RequestFacts<'_>) -> Vec<KeyValue> {
+        Vec::new()
+    }
+
+    fn response(&self, _request: &RequestFacts<'_>, _status: StatusCode, _headers: &HeaderMap) -> Vec<KeyValue> {
+        Vec::new()
+    }
+}
+
+fn tracer() -> &'static BoxedTracer {
+    static TRACER: OnceLock<BoxedTracer> = OnceLock::new();
+    TRACER.get_or_init(|| opentelemetry::global::tracer(SCOPE))
+}
+
+fn propagator() -> &'static TraceContextPropagator {
+    static PROPAGATOR: OnceLock<TraceContextPropagator> = OnceLock::new();
+    PROPAGATOR.get_or_init(TraceContextPropagator::new)
+}
+
+/// The trace context a request's headers carry; empty when they carry none (or a malformed one).
+fn extract(headers: &HeaderMap) -> Context {
+    propagator().extract(&HeaderExtractor(headers))
+}
+
+/// Writes `cx`'s span into `headers` as `traceparent`, replacing what was there, when the span
+/// is recorded; an unrecorded span leaves the headers as they are.
+fn inject(cx: &Context, headers: &mut HeaderMap) {
+    if cx.span().is_recording() {
+        propagator().inject_context(cx, &mut HeaderInjector(headers));
+    }
+}
+
+/// The span of one component's run: from its request's arrival to the end of any work the guest
+/// goes on with after answering (the answer is an event within it).
+pub(crate) struct ComponentSpan {
+    cx: Context,
+    request: OwnedFacts,
+    attributes: Arc<dyn SpanAttributes>,
+}
+
+/// [`RequestFacts`] kept until the answer, for [`SpanAttributes::response`].
+struct OwnedFacts {
+    component: Arc<str>,
+    method: http::Method,
+    path: String,
+    params: Vec<(String, String)>,
+    headers: HeaderMap,
+}
+
+impl OwnedFacts {
+    fn view(&self) -> RequestFacts<'_> {
+        RequestFacts {
+            component: &self.component,
+            method: &self.method,
+            path: &self.path,
+            params: &self.params,
+            headers: &self.headers,
+        }
+    }
+}
+
+impl ComponentSpan {
+    /// Starts the span of `component` serving `request`, in the trace the request's
+    /// `traceparent` names (or a new one), and hands the guest the span as its parent.
+    /// `route` is the manifest's route (`None` for a private component reached by chaining);
+    /// `client` is the network peer, if the request came from one.
+    pub(crate) fn start<B>(
+        component: Arc<str>,
+        route: Option<&str>,
+        params: Vec<(String, String)>,
+        client: Option<std::net::SocketAddr>,
+        request: &mut Request<B>,
+        attributes: Arc<dyn SpanAttributes>,
+    ) -> ComponentSpan {
+        let parent = extract(request.headers());
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        let facts = OwnedFacts { component, method, path, params, headers: request.headers().clone() };
+        let name = match route {
+            Some(route) => format!("{} {route}", facts.method),
+            None => format!("{} {}", facts.method, facts.component),
+        };
+        let mut fields = vec![
+            KeyValue::new("http.request.method", facts.method.to_string()),
+            KeyValue::new("url.path", facts.path.clone()),
+            KeyValue::new("url.scheme", "http"),
+            KeyValue::new("gatehouse.component", facts.component.to_string()),
+        ];
+        if let Some(route) = route {
+            fields.push(KeyValue::new("http.route", route.to_owned()));
+        }
+        if let Some(client) = client {
+            fields.push(KeyValue::new("client.address", client.ip().to_string()));
+            fields.push(KeyValue::new("client.port", i64::from(client.port())));
+        }
+        fields.extend(attributes.request(&facts.view()));
+        let span = tracer()
+            .span_builder(name)
+            .with_kind(SpanKind::Server)
+            .with_attributes(fields)
+            .start_with_context(tracer(), &parent);
+        let cx = parent.with_span(span);
+        inject(&cx, request.headers_mut());
+        ComponentSpan { cx, request: facts, attributes }
+    }
+
+    /// The context the guest's statements and requests are children of.
+    pub(crate) fn context(&self) -> Context {
+        self.cx.clone()
+    }
+
+    /// Records the answer's head.
+    pub(crate) fn answered(&self, status: StatusCode, headers: &HeaderMap) {
+        let span = self.cx.span();
+        if !span.is_recording() {
+            return;
+        }
+        span.set_attribute(KeyValue::new("http.response.status_code", i64::from(status.as_u16())));
+        span.set_attributes(self.attributes.response(&self.request.view(), status, headers));
+        if status.is_server_error() {
+            span.set_attribute(KeyValue::new("error.type", status.as_u16().to_string()));
+            span.set_status(Status::error(""));
+        }
+        span.add_event("answered", Vec::new());
+    }
+
+    /// Records why the run failed (a trap, a deadline), before or after it answered. The error's
+    /// text stays in the log: it can quote what a guest held.
+    pub(crate) fn failed(&self, error_type: &'static str) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new("error.type", error_type));
+        span.set_status(Status::error(error_type));
+    }
+}
+
+/// The span ends when both the guest's run and the recording of its answer are done: the
+/// dispatch and the guest's task each hold it.
+impl Drop for ComponentSpan {
+    fn drop(&mut self) {
+        self.cx.span().end();
+    }
+}
+
+/// The span of one request a guest sends: to another component (service chaining) or to the
+/// network (another host, Gmail, a relay's callback).
+pub(crate) struct OutboundSpan {
+    cx: Context,
+}
+
+impl OutboundSpan {
+    /// Starts the span of `request`, a child of `component` (the sending guest's span), or of
+    /// the trace the guest's own `traceparent` names when that is another trace: work on a
+    /// stored call continues the call's trace. The request then carries this span on.
+    pub(crate) fn start<B>(component: &Context, request: &mut Request<B>, chained: bool) -> OutboundSpan {
+        let named = extract(request.headers());
+        let named_trace = named.span().span_context().trace_id();
+        let parent =
+            if named.span().span_context().is_valid() && named_trace != component.span().span_context().trace_id() {
+                named
+            } else {
+                component.clone()
+            };
+        let uri = request.uri();
+        let host = uri.host().unwrap_or_default().to_owned();
+        let scheme = uri.scheme_str().unwrap_or("http").to_owned();
+        let port = uri.port_u16().or(match scheme.as_str() {
+            "https" => Some(443),
+            "http" => Some(80),
+            _ => None,
+        });
+        let explicit_port = uri.port_u16().map(|port| format!(":{port}")).unwrap_or_default();
+        let method = request.method().to_string();
+        // Another component's paths are the application's own, with no id in them; a path on
+        // the network may hold anything, so it stays out of the span's name.
+        let name = if chained { format!("{method} {}", uri.path()) } else { method.clone() };
+        let mut fields = vec![
+            KeyValue::new("http.request.method", method),
+            KeyValue::new("server.address", host.clone()),
+            // No query and no user info: either may carry a secret.
+            KeyValue::new("url.full", format!("{scheme}://{host}{}{}", explicit_port, uri.path())),
+        ];
+        if let Some(port) = port {
+            fields.push(KeyValue::new("server.port", i64::from(port)));
+        }
+        if chained {
+            fields.push(KeyValue::new(
+                "gatehouse.peer_component",
+                host.trim_end_matches(crate::outbound::CHAINING_SUFFIX).to_owned(),
+            ));
+        }
+        let span = tracer()
+            .span_builder(name)
+            .with_kind(SpanKind::Client)
+            .with_attributes(fields)
+            .start_with_context(tracer(), &parent);
+        let cx = parent.with_span(span);
+        inject(&cx, request.headers_mut());
+        OutboundSpan { cx }
+    }
+
+    /// Ends the span with the answer's status.
+    pub(crate) fn answered(self, status: StatusCode) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new("http.response.status_code", i64::from(status.as_u16())));
+        if status.is_client_error() || status.is_server_error() {
+            span.set_attribute(KeyValue::new("error.type", status.as_u16().to_string()));
+            span.set_status(Status::error(""));
+        }
+        span.end();
+    }
+
+    /// Ends the span of a request that got no answer.
+    pub(crate) fn failed(self, error_type: impl Into<Cow<'static, str>>) {
+        let span = self.cx.span();
+        let error_type = error_type.into();
+        span.set_attribute(KeyValue::new("error.type", error_type.clone()));
+        span.set_status(Status::error(error_type));
+        span.end();
+    }
+}
+
+/// The span of one SQL statement a guest runs.
+pub(crate) struct StatementSpan {
+    cx: Context,
+}
+
+impl StatementSpan {
+    /// Starts the span of `statement`, a child of the guest's span `component`.
+    pub(crate) fn start(component: &Context, statement: &str) -> StatementSpan {
+        if !component.span().is_recording() {
+            return StatementSpan { cx: component.clone() };
+        }
+        let operation = operation_name(statement);
+        let text = gatehouse_domain::sql::statement_excerpt(statement, MAX_STATEMENT_CHARS);
+        let span = tracer()
+            .span_builder(operation.clone())
+            .with_kind(SpanKind::Client)
+            .with_attributes([
+                KeyValue::new("db.system.name", "postgresql"),
+                KeyValue::new("db.operation.name", operation),
+                KeyValue::new("db.query.text", text),
+            ])
+            .start_with_context(tracer(), component);
+        StatementSpan { cx: component.with_span(span) }
+    }
+
+    /// Ends the span with the rows the statement returned or changed.
+    pub(crate) fn succeeded(self, rows: u64) {
+        let span = self.cx.span();
+        if span.is_recording() {
+            span.set_attribute(KeyValue::new("db.response.returned_rows", i64::try_from(rows).unwrap_or(i64::MAX)));
+            span.end();
+        }
+    }
+
+    /// Ends the span of a statement that failed: `code` is PostgreSQL's SQLSTATE, when it gave one.
+    pub(crate) fn failed(self, code: Option<&str>) {
+        let span = self.cx.span();
+        if span.is_recording() {
+            let code = code.unwrap_or("_OTHER").to_owned();
+            span.set_attribute(KeyValue::new("db.response.status_code", code.clone()));
+            span.set_attribute(KeyValue::new("error.type", code));
+            span.set_status(Status::error(""));
+            span.end();
+        }
+    }
+}
+
+/// The statement's operation: its first keyword (`SELECT`, `INSERT`, `WITH`), after comments.
+fn operation_name(statement: &str) -> String {
+    let excerpt = gatehouse_domain::sql::statement_excerpt(statement, 40);
+    excerpt
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .find(|word| !word.is_empty())
+        .map(str::to_ascii_uppercase)
+        .unwrap_or_else(|| "SQL".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_statement_is_named_by_its_first_keyword() {
+        assert_eq!(operation_name("-- The call's row.\nselect id FROM tool_calls"), "SELECT");
+        assert_eq!(operation_name("  WITH moved AS (UPDATE x SET y = 1) SELECT 1"), "WITH");
+        assert_eq!(operation_name(""), "SQL");
+    }
+}
