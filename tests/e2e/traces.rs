@@ -9,7 +9,7 @@ use anyhow::{Context, Result, ensure};
 use gatehouse_tests::cluster::{EDGE_COMPONENTS, free_port};
 use gatehouse_tests::gmail::{gmail_variables, start_fake};
 use gatehouse_tests::lifecycle::{App, CALLBACK_SECRET, Relay};
-use gatehouse_tests::otlp::{CLIENT, Collector, ReceivedSpan, SERVER};
+use gatehouse_tests::otlp::{CLIENT, Collector, ReceivedSpan, SERVER, waterfall_svg};
 use gatehouse_tests::{RunnerOptions, STATE_SECRET, TOKEN, app_manifest, nonce, select_components, unique};
 use reqwest::Method;
 use serde_json::json;
@@ -234,6 +234,10 @@ async fn the_seed_conversation_is_one_trace_across_two_hosts_with_no_secret_in_i
             }
         }
     }
+    // The picture in docs/observability.md is this trace.
+    let pictures = gatehouse_tests::workspace_root().join("target/trace-pictures");
+    std::fs::create_dir_all(&pictures)?;
+    std::fs::write(pictures.join("seed-conversation.svg"), waterfall_svg(&trace))?;
     drop(executor);
     Ok(())
 }

@@ -28,6 +28,8 @@ pub struct ReceivedSpan {
     pub attributes: BTreeMap<String, String>,
     /// `StatusCode` as the protocol numbers it: 0 unset, 1 ok, 2 error.
     pub status: i32,
+    pub start_unix_nanos: u64,
+    pub end_unix_nanos: u64,
 }
 
 pub const SERVER: i32 = 2;
@@ -125,6 +127,8 @@ fn receive(exchange: &Exchange, kept: &Mutex<Vec<ReceivedSpan>>, refused: &Mutex
                     kind: span.kind,
                     attributes: attributes(&span.attributes),
                     status: span.status.map(|s| s.code).unwrap_or_default(),
+                    start_unix_nanos: span.start_time_unix_nano,
+                    end_unix_nanos: span.end_time_unix_nano,
                 });
             }
         }
@@ -148,4 +152,66 @@ fn text(value: &AnyValue) -> String {
         Some(other) => format!("{other:?}"),
         None => String::new(),
     }
+}
+
+/// One trace drawn as a waterfall (SVG): a row per span in tree order, indented by depth, with
+/// its service, name and Gatehouse attributes, and a bar from its start to its end. docs/
+/// shows the seed conversation's (docs/observability.md).
+pub fn waterfall_svg(trace: &[ReceivedSpan]) -> String {
+    const ROW: usize = 18;
+    const LABEL: usize = 620;
+    const BARS: usize = 560;
+    let start = trace.iter().map(|s| s.start_unix_nanos).min().unwrap_or_default();
+    let end = trace.iter().map(|s| s.end_unix_nanos).max().unwrap_or(start + 1).max(start + 1);
+    let known: std::collections::HashSet<&str> = trace.iter().map(|s| s.span_id.as_str()).collect();
+    let mut rows: Vec<(usize, &ReceivedSpan)> = Vec::new();
+    let mut roots: Vec<&ReceivedSpan> = trace.iter().filter(|s| !known.contains(s.parent_span_id.as_str())).collect();
+    roots.sort_by_key(|s| s.start_unix_nanos);
+    let mut stack: Vec<(usize, &ReceivedSpan)> = roots.into_iter().rev().map(|s| (0, s)).collect();
+    while let Some((depth, span)) = stack.pop() {
+        rows.push((depth, span));
+        let mut children: Vec<&ReceivedSpan> = trace.iter().filter(|c| c.parent_span_id == span.span_id).collect();
+        children.sort_by_key(|c| std::cmp::Reverse(c.start_unix_nanos));
+        stack.extend(children.into_iter().map(|c| (depth + 1, c)));
+    }
+    let height = (rows.len() + 2) * ROW;
+    let width = LABEL + BARS + 20;
+    let total_ms = (end - start) as f64 / 1e6;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"monospace\" font-size=\"11\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"4\" y=\"13\" font-weight=\"bold\">trace {} ({} spans, {total_ms:.0} ms)</text>\n",
+        trace.first().map(|s| s.trace_id.as_str()).unwrap_or_default(),
+        trace.len()
+    );
+    for (row, (depth, span)) in rows.iter().enumerate() {
+        let y = (row + 1) * ROW;
+        let color = match (span.service.as_str(), span.attributes.contains_key("db.system.name")) {
+            (_, true) => "#9e9e9e",
+            ("gatehouse-edge", _) => "#1f77b4",
+            _ => "#ff7f0e",
+        };
+        let mut label =
+            format!("{}{}: {}", "  ".repeat(*depth), span.service.trim_start_matches("gatehouse-"), span.name);
+        for key in ["gatehouse.tool.operation", "gatehouse.tool.outcome", "http.response.status_code"] {
+            if let Some(value) = span.attribute(key) {
+                label.push_str(&format!(" {}={value}", key.rsplit('.').next().unwrap_or(key)));
+            }
+        }
+        let label: String = label.chars().take(96).collect();
+        let x =
+            LABEL as f64 + (span.start_unix_nanos.saturating_sub(start)) as f64 / (end - start) as f64 * BARS as f64;
+        let w = ((span.end_unix_nanos.saturating_sub(span.start_unix_nanos)) as f64 / (end - start) as f64
+            * BARS as f64)
+            .max(1.0);
+        let escaped = label.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        svg.push_str(&format!(
+            "<text x=\"4\" y=\"{}\" xml:space=\"preserve\">{escaped}</text>\n<rect x=\"{x:.1}\" y=\"{}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"/>\n",
+            y + 13,
+            y + 3,
+            ROW - 6
+        ));
+    }
+    svg.push_str("</svg>\n");
+    svg
 }

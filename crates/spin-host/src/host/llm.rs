@@ -125,7 +125,7 @@ mod tests {
             mounts: Vec::new(),
         };
         let outbound = Outbound::unchained(component.id.clone(), component.allowed_hosts.clone());
-        HostState::new(outbound, Arc::new(component), Arc::new(PgPools::new(1)))
+        HostState::new(outbound, Arc::new(component), Arc::new(PgPools::new(1)), opentelemetry::Context::new())
     }
 
     #[tokio::test]
