@@ -23,6 +23,7 @@ mod kubernetes;
 mod layout;
 mod lifecycle;
 mod mcp;
+mod metrics;
 mod openapi;
 mod pinned_hosts;
 mod properties;

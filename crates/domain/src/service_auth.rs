@@ -15,6 +15,9 @@ use crate::callback;
 /// the callbacks' `X-Gatehouse-Signature` format with a nonce beside it.
 pub const SIGNATURE_HEADER: &str = "x-gatehouse-contract-signature";
 
+/// The path of the executor hand-off, on the executor's host or by service chaining.
+pub const EXECUTOR_DRIVE_PATH: &str = "/internal/executor/drive";
+
 /// How far a signed request's timestamp may be from the receiver's clock.
 pub const TOLERANCE_SECONDS: u64 = 300;
 

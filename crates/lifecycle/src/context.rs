@@ -211,7 +211,7 @@ impl Config {
         if !(origin.starts_with("http://") || origin.starts_with("https://")) {
             return Err(ApiError::internal().with_detail("the executor_origin variable is not an http(s) origin"));
         }
-        Ok(format!("{origin}/internal/executor/drive"))
+        Ok(format!("{origin}{}", gatehouse_domain::service_auth::EXECUTOR_DRIVE_PATH))
     }
 
     pub fn callback_allowlist(&self) -> Result<CallbackAllowlist, ApiError> {

@@ -8,6 +8,7 @@
 //! nothing depends on it.
 mod cli;
 mod db;
+mod metrics;
 mod sweep;
 mod telemetry;
 

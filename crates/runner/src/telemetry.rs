@@ -1,6 +1,7 @@
 //! Traces over OTLP (docs/architecture.md, "Traces"): the exporter `gatehouse up` installs when
-//! the standard OpenTelemetry variables name a collector, and the application's own attributes
-//! on each component's span (the tool, the call, the outcome).
+//! the standard OpenTelemetry variables name a collector, and the application's own facts on
+//! each component's span (the tool, the call, the outcome) and in the metrics (the tools'
+//! operations by outcome, what each outbound request is).
 //!
 //! The host (`gatehouse-spin-host`) makes the spans; this module decides where they go. Without
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) nothing is installed
@@ -18,6 +19,7 @@ use opentelemetry_http::{HttpClient, HttpError};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use prometheus::{IntCounterVec, Opts, Registry};
 
 /// The service name spans carry when neither `OTEL_SERVICE_NAME` nor `OTEL_RESOURCE_ATTRIBUTES`
 /// names one.
@@ -128,12 +130,24 @@ impl HttpClient for CollectorClient {
 }
 
 /// Gatehouse's facts on each component's span: the call a request is about, and for the tool
-/// contract the tool, the operation and its outcome.
-pub(crate) struct GatehouseSpans;
+/// contract the tool, the operation and its outcome; and the count of the tools' operations.
+pub(crate) struct GatehouseSpans {
+    tool_operations: IntCounterVec,
+}
 
 impl GatehouseSpans {
-    pub(crate) fn new() -> Arc<dyn SpanAttributes> {
-        Arc::new(GatehouseSpans)
+    /// The facts, with the tools' operations counted in `registry`.
+    pub(crate) fn new(registry: &Registry) -> Result<Arc<dyn SpanAttributes>> {
+        let tool_operations = IntCounterVec::new(
+            Opts::new(
+                "gatehouse_tool_operations_total",
+                "Tool contract operations this host's tool components answered, by component, operation and \
+                 outcome (ok, rejected, crashed).",
+            ),
+            &["component", "operation", "outcome"],
+        )?;
+        registry.register(Box::new(tool_operations.clone()))?;
+        Ok(Arc::new(GatehouseSpans { tool_operations }))
     }
 }
 
@@ -178,7 +192,7 @@ impl SpanAttributes for GatehouseSpans {
         {
             attributes.push(KeyValue::new("gatehouse.call.id", call));
         }
-        if contract_operation(request.path).is_some() {
+        if let Some(operation) = contract_operation(request.path) {
             // The contract's status codes carry the outcome (crates/domain/src/contract.rs).
             let outcome = match status.as_u16() {
                 200..=299 => "ok",
@@ -186,8 +200,24 @@ impl SpanAttributes for GatehouseSpans {
                 _ => "crashed",
             };
             attributes.push(KeyValue::new("gatehouse.tool.outcome", outcome));
+            // A refused signature is no operation of the tool's, and its labels are the caller's.
+            if !matches!(status.as_u16(), 401 | 403) {
+                self.tool_operations.with_label_values(&[request.component, operation.as_str(), outcome]).inc();
+            }
         }
         attributes
+    }
+
+    fn outbound_kind(&self, path: &str, headers: &HeaderMap) -> &'static str {
+        if headers.contains_key(gatehouse_domain::callback::SIGNATURE_HEADER) {
+            "callback"
+        } else if contract_operation(path).is_some() {
+            "tool"
+        } else if path == gatehouse_domain::service_auth::EXECUTOR_DRIVE_PATH {
+            "executor"
+        } else {
+            "other"
+        }
     }
 }
 

@@ -21,9 +21,10 @@ use crate::chaining::{ChainError, ChainedResponse, Outbound, ServeChained};
 use crate::host::{self, ComponentRuntime, HostState, LocalModels, PgPools, ZeroRows};
 use crate::host_answer::HostAnswer;
 use crate::manifest::Manifest;
+use crate::metrics::HostMetrics;
 use crate::outbound::AllowedHosts;
 use crate::routing::{RouteMatch, Router};
-use crate::telemetry::{ComponentSpan, NoAttributes, SpanAttributes};
+use crate::telemetry::{ComponentSpan, DEADLINE_EXCEEDED, NoAttributes, SpanAttributes, Telemetry};
 use crate::variables::{ResolvedVariables, VariableSources};
 use crate::wasi_http::{self, Body, Handler};
 use crate::well_known::{self, HostStatus};
@@ -57,6 +58,8 @@ pub struct AppConfig {
     /// The application's own attributes for each component's span (src/telemetry.rs); none
     /// adds only the host's.
     pub span_attributes: Option<Arc<dyn SpanAttributes>>,
+    /// Where the host registers its metrics (src/metrics.rs), for the program to serve.
+    pub metrics: prometheus::Registry,
 }
 
 struct LoadedComponent {
@@ -81,7 +84,8 @@ pub struct App {
     /// Set when the host starts to stop: `/.well-known/spin/health` then answers 503.
     draining: AtomicBool,
     this: Weak<App>,
-    span_attributes: Arc<dyn SpanAttributes>,
+    max_instances: u32,
+    telemetry: Arc<Telemetry>,
     /// The components' `files`, staged for as long as the application runs (src/files.rs); none
     /// when no component has files.
     _files: Option<tempfile::TempDir>,
@@ -160,6 +164,10 @@ impl App {
             components.insert(id.clone(), LoadedComponent { handler, runtime: Arc::new(runtime) });
         }
         let name = manifest.application.name.clone();
+        let metrics = HostMetrics::register(&config.metrics).context("registering the host's metrics")?;
+        metrics.instances_max.set(i64::from(config.max_instances));
+        let attributes = config.span_attributes.unwrap_or_else(|| Arc::new(NoAttributes));
+        let telemetry = Arc::new(Telemetry { metrics, attributes });
         Ok(Arc::new_cyclic(|this| App {
             name,
             guests: tokio_util::task::TaskTracker::new(),
@@ -171,7 +179,8 @@ impl App {
             instances: Arc::new(Semaphore::new(usize::try_from(config.max_instances).unwrap_or(usize::MAX))),
             draining: AtomicBool::new(false),
             this: this.clone(),
-            span_attributes: config.span_attributes.unwrap_or_else(|| Arc::new(NoAttributes)),
+            max_instances: config.max_instances,
+            telemetry,
             _files: staging,
         }))
     }
@@ -194,6 +203,16 @@ impl App {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Brings the gauges read at a scrape up to date: guest instances alive, pooled connections.
+    pub fn refresh_metrics(&self) {
+        let metrics = &self.telemetry.metrics;
+        let free = i64::try_from(self.instances.available_permits()).unwrap_or(i64::MAX);
+        metrics.instances_in_use.set(i64::from(self.max_instances).saturating_sub(free));
+        let (in_use, idle) = self.pg.connections();
+        metrics.pool_connections.with_label_values(&["in_use"]).set(in_use);
+        metrics.pool_connections.with_label_values(&["idle"]).set(idle);
     }
 
     pub fn component_ids(&self) -> impl Iterator<Item = &str> {
@@ -294,14 +313,13 @@ impl App {
             Origin::Chained => (None, None),
         };
         let params: Vec<(String, String)> = route.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let span =
-            ComponentSpan::start(id.clone(), public_route, params, client, &mut request, self.span_attributes.clone());
+        let span = ComponentSpan::start(id.clone(), public_route, params, client, &mut request, self.telemetry.clone());
         let timeout = self.request_timeout;
         let arrived = Instant::now();
         let deadline = arrived + timeout;
         let chain: Weak<dyn ServeChained<Body>> = self.this.clone();
-        let outbound = Outbound::new(id.clone(), component.runtime.allowed_hosts.clone(), chain, span.context());
-        let state = HostState::new(outbound, component.runtime.clone(), self.pg.clone(), span.context());
+        let outbound = Outbound::new(id.clone(), component.runtime.allowed_hosts.clone(), chain, span.guest());
+        let state = HostState::new(outbound, component.runtime.clone(), self.pg.clone(), span.guest());
         let mut store = Store::new(component.handler.engine(), state);
         store.limiter(|state| &mut state.limits);
         // Called at the first epoch check after each tick: past the deadline the guest traps;
@@ -354,7 +372,7 @@ impl App {
                 let outcome = run.await;
                 match &outcome {
                     Ok(()) => {}
-                    Err(e) if e.is::<DeadlineExceeded>() => span.failed("deadline_exceeded"),
+                    Err(e) if e.is::<DeadlineExceeded>() => span.failed(DEADLINE_EXCEEDED),
                     Err(_) => span.failed("component_failed"),
                 }
                 outcome

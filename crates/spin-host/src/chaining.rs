@@ -13,7 +13,7 @@ use http::{Request, Response, Uri};
 use serde_json::json;
 
 use crate::outbound::{Admission, AllowedHosts, CHAINING_SUFFIX, default_port};
-use crate::telemetry::OutboundSpan;
+use crate::telemetry::{GuestTelemetry, OutboundSpan};
 
 /// A chained request's answer, once the component has produced its response head.
 pub(crate) type ChainedResponse<B> = Pin<Box<dyn Future<Output = Result<Response<B>, ChainError>> + Send>>;
@@ -37,8 +37,9 @@ pub(crate) struct Outbound<B> {
     component: Arc<str>,
     allowed: Arc<AllowedHosts>,
     chain: Weak<dyn ServeChained<B>>,
-    /// The sending component's span: each request's span is its child (src/telemetry.rs).
-    span: opentelemetry::Context,
+    /// The sending component's span and metrics: each request's span is its child
+    /// (src/telemetry.rs).
+    telemetry: GuestTelemetry,
 }
 
 /// Where one request goes.
@@ -62,15 +63,15 @@ impl<B: 'static> Outbound<B> {
         component: Arc<str>,
         allowed: Arc<AllowedHosts>,
         chain: Weak<dyn ServeChained<B>>,
-        span: opentelemetry::Context,
+        telemetry: GuestTelemetry,
     ) -> Self {
-        Outbound { component, allowed, chain, span }
+        Outbound { component, allowed, chain, telemetry }
     }
 
     /// Starts the span of a request the guest sends, and puts its trace context on the request.
     /// `chained` says whether another component of this application serves it.
     pub(crate) fn start_span(&self, request: &mut Request<B>, chained: bool) -> OutboundSpan {
-        OutboundSpan::start(&self.span, request, chained)
+        self.telemetry.outbound(request, chained)
     }
 
     /// Rules for a store that no application serves (a unit test's): chaining finds nothing.
@@ -83,7 +84,7 @@ impl<B: 'static> Outbound<B> {
             }
         }
         let chain: Weak<dyn ServeChained<B>> = Weak::<Nowhere>::new();
-        Outbound { component, allowed, chain, span: opentelemetry::Context::new() }
+        Outbound { component, allowed, chain, telemetry: GuestTelemetry::detached() }
     }
 
     pub(crate) fn destination(&self, uri: &Uri) -> Destination<B> {

@@ -28,6 +28,7 @@ mod host;
 mod host_answer;
 pub mod log;
 pub mod manifest;
+mod metrics;
 // The runner's own outbound connections; a host pinned to a Spin release's wasmtime sends as
 // that release does (see `wasi_http`).
 #[cfg(wasmtime_major = "48")]

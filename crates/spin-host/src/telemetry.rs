@@ -1,7 +1,8 @@
-//! Spans of what the host does for its guests, in OpenTelemetry's semantic conventions
-//! (docs/architecture.md, "Traces"): one for each component's run (a request from the network
-//! or from another component), one for each request a guest sends (to another component or to
-//! the network), and one for each SQL statement.
+//! Spans and metrics of what the host does for its guests. Spans follow OpenTelemetry's semantic
+//! conventions (docs/architecture.md, "Traces"): one for each component's run (a request from the
+//! network or from another component), one for each request a guest sends (to another component
+//! or to the network), and one for each SQL statement. The same three points count the host's
+//! metrics (src/metrics.rs).
 //!
 //! Spans go to OpenTelemetry's global tracer provider. The program around the host installs one
 //! that exports them (the CLI does when `OTEL_EXPORTER_OTLP_ENDPOINT` is set); without it every
@@ -13,6 +14,7 @@
 //! names itself (a stored call's own trace), and carries the request's span on to the next hop.
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use http::{HeaderMap, Request, StatusCode};
 use opentelemetry::global::BoxedTracer;
@@ -30,12 +32,15 @@ const MAX_STATEMENT_CHARS: usize = 2_000;
 
 /// The application's own facts about a request and its answer, which a generic host cannot
 /// know: implemented by the program around the host (the CLI adds the tool, the call and the
-/// outcome), and given to [`crate::AppConfig`].
+/// outcome, and counts the tools' operations), and given to [`crate::AppConfig`].
 pub trait SpanAttributes: Send + Sync {
     /// Attributes of a component's span, from the request it serves.
     fn request(&self, request: &RequestFacts<'_>) -> Vec<KeyValue>;
     /// Attributes of a component's span, from its answer's head.
     fn response(&self, request: &RequestFacts<'_>, status: StatusCode, headers: &HeaderMap) -> Vec<KeyValue>;
+    /// What a request a guest sends is to the application (`callback`, `tool`), for the
+    /// outbound requests' metric; `other` when it is nothing in particular.
+    fn outbound_kind(&self, path: &str, headers: &HeaderMap) -> &'static str;
 }
 
 /// What the host knows of a request a component serves.
@@ -60,6 +65,49 @@ impl SpanAttributes for NoAttributes {
 
     fn response(&self, _request: &RequestFacts<'_>, _status: StatusCode, _headers: &HeaderMap) -> Vec<KeyValue> {
         Vec::new()
+    }
+
+    fn outbound_kind(&self, _path: &str, _headers: &HeaderMap) -> &'static str {
+        "other"
+    }
+}
+
+/// What spans and metrics are made with: the host's metrics and the application's facts.
+pub(crate) struct Telemetry {
+    pub(crate) metrics: crate::metrics::HostMetrics,
+    pub(crate) attributes: Arc<dyn SpanAttributes>,
+}
+
+/// One guest's part of the telemetry: its component's span, which the spans of its statements
+/// and requests are children of, and what counts them.
+#[derive(Clone)]
+pub(crate) struct GuestTelemetry {
+    cx: Context,
+    component: Arc<str>,
+    telemetry: Arc<Telemetry>,
+}
+
+impl GuestTelemetry {
+    /// A guest with no span and metrics of its own (a unit test's store).
+    #[cfg(test)]
+    pub(crate) fn detached() -> GuestTelemetry {
+        let metrics = crate::metrics::HostMetrics::register(&prometheus::Registry::new()).expect("fresh registry");
+        let telemetry = Arc::new(Telemetry { metrics, attributes: Arc::new(NoAttributes) });
+        GuestTelemetry { cx: Context::new(), component: Arc::from("test"), telemetry }
+    }
+
+    /// Starts the span of a request the guest sends, and puts its trace context on the request.
+    /// `chained` says whether another component of this application serves it.
+    pub(crate) fn outbound<B>(&self, request: &mut Request<B>, chained: bool) -> OutboundSpan {
+        let kind = self.telemetry.attributes.outbound_kind(request.uri().path(), request.headers());
+        let mut span = OutboundSpan::start(&self.cx, request, chained);
+        span.counted = Some((self.clone(), kind, chained));
+        span
+    }
+
+    /// Starts the span of a statement the guest runs.
+    pub(crate) fn statement(&self, statement: &str) -> StatementSpan {
+        StatementSpan::start(self, statement)
     }
 }
 
@@ -89,9 +137,11 @@ fn inject(cx: &Context, headers: &mut HeaderMap) {
 /// The span of one component's run: from its request's arrival to the end of any work the guest
 /// goes on with after answering (the answer is an event within it).
 pub(crate) struct ComponentSpan {
-    cx: Context,
+    guest: GuestTelemetry,
     request: OwnedFacts,
-    attributes: Arc<dyn SpanAttributes>,
+    /// The route for the metrics: the manifest's, or `chained`.
+    route: String,
+    arrived: Instant,
 }
 
 /// [`RequestFacts`] kept until the answer, for [`SpanAttributes::response`].
@@ -126,8 +176,10 @@ impl ComponentSpan {
         params: Vec<(String, String)>,
         client: Option<std::net::SocketAddr>,
         request: &mut Request<B>,
-        attributes: Arc<dyn SpanAttributes>,
+        telemetry: Arc<Telemetry>,
     ) -> ComponentSpan {
+        let arrived = Instant::now();
+        let attributes = &telemetry.attributes;
         let parent = extract(request.headers());
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
@@ -157,22 +209,28 @@ impl ComponentSpan {
             .start_with_context(tracer(), &parent);
         let cx = parent.with_span(span);
         inject(&cx, request.headers_mut());
-        ComponentSpan { cx, request: facts, attributes }
+        let route = route.unwrap_or("chained").to_owned();
+        let guest = GuestTelemetry { cx, component: facts.component.clone(), telemetry };
+        ComponentSpan { guest, request: facts, route, arrived }
     }
 
-    /// The context the guest's statements and requests are children of.
-    pub(crate) fn context(&self) -> Context {
-        self.cx.clone()
+    /// The guest's part: what its statements' and requests' spans are children of.
+    pub(crate) fn guest(&self) -> GuestTelemetry {
+        self.guest.clone()
     }
 
     /// Records the answer's head.
     pub(crate) fn answered(&self, status: StatusCode, headers: &HeaderMap) {
-        let span = self.cx.span();
+        let telemetry = &self.guest.telemetry;
+        let seconds = self.arrived.elapsed().as_secs_f64();
+        telemetry.metrics.answered(&self.guest.component, &self.route, status.as_u16(), seconds);
+        let attributes = telemetry.attributes.response(&self.request.view(), status, headers);
+        let span = self.guest.cx.span();
         if !span.is_recording() {
             return;
         }
         span.set_attribute(KeyValue::new("http.response.status_code", i64::from(status.as_u16())));
-        span.set_attributes(self.attributes.response(&self.request.view(), status, headers));
+        span.set_attributes(attributes);
         if status.is_server_error() {
             span.set_attribute(KeyValue::new("error.type", status.as_u16().to_string()));
             span.set_status(Status::error(""));
@@ -183,7 +241,12 @@ impl ComponentSpan {
     /// Records why the run failed (a trap, a deadline), before or after it answered. The error's
     /// text stays in the log: it can quote what a guest held.
     pub(crate) fn failed(&self, error_type: &'static str) {
-        let span = self.cx.span();
+        let metrics = &self.guest.telemetry.metrics;
+        match error_type {
+            DEADLINE_EXCEEDED => metrics.deadline_exceeded(&self.guest.component),
+            _ => metrics.failed(&self.guest.component),
+        }
+        let span = self.guest.cx.span();
         span.set_attribute(KeyValue::new("error.type", error_type));
         span.set_status(Status::error(error_type));
     }
@@ -193,21 +256,26 @@ impl ComponentSpan {
 /// dispatch and the guest's task each hold it.
 impl Drop for ComponentSpan {
     fn drop(&mut self) {
-        self.cx.span().end();
+        self.guest.cx.span().end();
     }
 }
+
+/// The `error.type` of a guest stopped at its deadline.
+pub(crate) const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
 
 /// The span of one request a guest sends: to another component (service chaining) or to the
 /// network (another host, Gmail, a relay's callback).
 pub(crate) struct OutboundSpan {
     cx: Context,
+    /// Who counts the request, what kind it is, and whether it was chained.
+    counted: Option<(GuestTelemetry, &'static str, bool)>,
 }
 
 impl OutboundSpan {
     /// Starts the span of `request`, a child of `component` (the sending guest's span), or of
     /// the trace the guest's own `traceparent` names when that is another trace: work on a
     /// stored call continues the call's trace. The request then carries this span on.
-    pub(crate) fn start<B>(component: &Context, request: &mut Request<B>, chained: bool) -> OutboundSpan {
+    fn start<B>(component: &Context, request: &mut Request<B>, chained: bool) -> OutboundSpan {
         let named = extract(request.headers());
         let named_trace = named.span().span_context().trace_id();
         let parent =
@@ -251,11 +319,18 @@ impl OutboundSpan {
             .start_with_context(tracer(), &parent);
         let cx = parent.with_span(span);
         inject(&cx, request.headers_mut());
-        OutboundSpan { cx }
+        OutboundSpan { cx, counted: None }
+    }
+
+    fn count(&self, outcome: &str) {
+        if let Some((guest, kind, chained)) = &self.counted {
+            guest.telemetry.metrics.sent(&guest.component, kind, *chained, outcome);
+        }
     }
 
     /// Ends the span with the answer's status.
     pub(crate) fn answered(self, status: StatusCode) {
+        self.count(status.as_str());
         let span = self.cx.span();
         span.set_attribute(KeyValue::new("http.response.status_code", i64::from(status.as_u16())));
         if status.is_client_error() || status.is_server_error() {
@@ -267,8 +342,9 @@ impl OutboundSpan {
 
     /// Ends the span of a request that got no answer.
     pub(crate) fn failed(self, error_type: impl Into<Cow<'static, str>>) {
-        let span = self.cx.span();
         let error_type = error_type.into();
+        self.count(&error_type);
+        let span = self.cx.span();
         span.set_attribute(KeyValue::new("error.type", error_type.clone()));
         span.set_status(Status::error(error_type));
         span.end();
@@ -278,13 +354,17 @@ impl OutboundSpan {
 /// The span of one SQL statement a guest runs.
 pub(crate) struct StatementSpan {
     cx: Context,
+    guest: GuestTelemetry,
+    started: Instant,
 }
 
 impl StatementSpan {
-    /// Starts the span of `statement`, a child of the guest's span `component`.
-    pub(crate) fn start(component: &Context, statement: &str) -> StatementSpan {
+    /// Starts the span of `statement`, a child of the guest's span.
+    fn start(guest: &GuestTelemetry, statement: &str) -> StatementSpan {
+        let started = Instant::now();
+        let component = &guest.cx;
         if !component.span().is_recording() {
-            return StatementSpan { cx: component.clone() };
+            return StatementSpan { cx: component.clone(), guest: guest.clone(), started };
         }
         let operation = operation_name(statement);
         let text = gatehouse_domain::sql::statement_excerpt(statement, MAX_STATEMENT_CHARS);
@@ -297,11 +377,17 @@ impl StatementSpan {
                 KeyValue::new("db.query.text", text),
             ])
             .start_with_context(tracer(), component);
-        StatementSpan { cx: component.with_span(span) }
+        StatementSpan { cx: component.with_span(span), guest: guest.clone(), started }
+    }
+
+    fn count(&self, ok: bool) {
+        let metrics = &self.guest.telemetry.metrics;
+        metrics.statement(&self.guest.component, ok).observe(self.started.elapsed().as_secs_f64());
     }
 
     /// Ends the span with the rows the statement returned or changed.
     pub(crate) fn succeeded(self, rows: u64) {
+        self.count(true);
         let span = self.cx.span();
         if span.is_recording() {
             span.set_attribute(KeyValue::new("db.response.returned_rows", i64::try_from(rows).unwrap_or(i64::MAX)));
@@ -311,6 +397,7 @@ impl StatementSpan {
 
     /// Ends the span of a statement that failed: `code` is PostgreSQL's SQLSTATE, when it gave one.
     pub(crate) fn failed(self, code: Option<&str>) {
+        self.count(false);
         let span = self.cx.span();
         if span.is_recording() {
             let code = code.unwrap_or("_OTHER").to_owned();

@@ -65,6 +65,7 @@ impl gatehouse_bench::Harness for InProcess {
             component_ids: Vec::new(),
             refuse_zero_row_queries: false,
             drain_delay: std::time::Duration::ZERO,
+            metrics_listen: None,
         };
         up::start(&up_args).await
     }

@@ -11,6 +11,7 @@ use gatehouse_spin_host::variables::VariableSources;
 use gatehouse_spin_host::{App, AppConfig, ZeroRows, log};
 
 use crate::db::{Database, migrate, project_home};
+use crate::metrics::MetricsServer;
 use crate::sweep::Sweeper;
 use crate::telemetry::Traces;
 
@@ -80,6 +81,10 @@ pub(super) struct UpArgs {
     /// moved to other hosts when this one stops.
     #[arg(long, value_name = "SECONDS", default_value = "0", value_parser = parse_seconds, env = "GATEHOUSE_DRAIN_DELAY")]
     pub(crate) drain_delay: Duration,
+    /// Serve `/metrics` in Prometheus' text format on this address, apart from the public port
+    /// (port 0 picks a free one; a line on stdout tells which). Off when not given.
+    #[arg(long, value_name = "ADDR", env = "GATEHOUSE_METRICS_LISTEN")]
+    pub(crate) metrics_listen: Option<SocketAddr>,
 }
 
 /// How long a guest may run, and how many may be alive at once.
@@ -233,6 +238,7 @@ pub(super) struct Running {
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<Result<()>>,
     traces: Traces,
+    metrics: Option<MetricsServer>,
 }
 
 impl Running {
@@ -251,6 +257,9 @@ impl Running {
             tokio::time::sleep(self.drain_delay).await;
         }
         let _ = self.stop.send(());
+        if let Some(metrics) = self.metrics {
+            metrics.stop().await;
+        }
         // Before the drain: a sweep started during it would be a new guest the drain might cut off.
         if let Some(sweeper) = self.sweeper {
             sweeper.stop().await;
@@ -278,7 +287,7 @@ pub(super) async fn start(args: &UpArgs) -> Result<Running> {
     let traces = Traces::start_from_env()?;
     let database = Database::open(&root, &state_dir).await?;
     match listen(args, &database, state_dir).await {
-        Ok((app, listener, dev_gmail)) => {
+        Ok((app, listener, dev_gmail, metrics)) => {
             let address = listener.local_addr()?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let limits = args.connection_limits.limits();
@@ -287,7 +296,27 @@ pub(super) async fn start(args: &UpArgs) -> Result<Running> {
             }));
             let sweeper = Sweeper::start(app.clone(), &args.sweep_component, args.sweep_interval);
             let drain_delay = args.drain_delay;
-            Ok(Running { address, app, database, sweeper, drain_delay, _dev_gmail: dev_gmail, stop, server, traces })
+            let metrics = match args.metrics_listen {
+                Some(listen) => {
+                    let (server, address) =
+                        MetricsServer::start(listen, metrics, app.clone(), database.url.clone()).await?;
+                    println!("Gatehouse metrics on http://{address}/metrics");
+                    Some(server)
+                }
+                None => None,
+            };
+            Ok(Running {
+                address,
+                app,
+                database,
+                sweeper,
+                drain_delay,
+                _dev_gmail: dev_gmail,
+                stop,
+                server,
+                traces,
+                metrics,
+            })
         }
         Err(e) => {
             // Leave no embedded server running behind a failed start.
@@ -301,7 +330,8 @@ async fn listen(
     args: &UpArgs,
     database: &Database,
     state_dir: PathBuf,
-) -> Result<(std::sync::Arc<App>, tokio::net::TcpListener, Option<gatehouse_fake_gmail::FakeGmail>)> {
+) -> Result<(std::sync::Arc<App>, tokio::net::TcpListener, Option<gatehouse_fake_gmail::FakeGmail>, prometheus::Registry)>
+{
     if database.is_embedded() {
         log::info("using the embedded PostgreSQL", serde_json::json!({"data": state_dir.join("pgdata")}));
     }
@@ -355,6 +385,7 @@ async fn listen(
     let dev_gmail =
         super::dev_gmail::start_if_unconfigured(&manifest_path, &mut variables, &state_dir.join("mail")).await?;
 
+    let metrics = prometheus::Registry::new();
     let app = App::load(AppConfig {
         manifest_path,
         variables,
@@ -368,7 +399,8 @@ async fn listen(
         zero_rows: if args.refuse_zero_row_queries { ZeroRows::Refuse } else { ZeroRows::Allow },
         project_home,
         build_command: "gatehouse build".into(),
-        span_attributes: Some(crate::telemetry::GatehouseSpans::new()),
+        span_attributes: Some(crate::telemetry::GatehouseSpans::new(&metrics)?),
+        metrics: metrics.clone(),
     })?;
     let mut components: Vec<&str> = app.component_ids().collect();
     components.sort_unstable();
@@ -376,7 +408,7 @@ async fn listen(
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    Ok((app, listener, dev_gmail))
+    Ok((app, listener, dev_gmail, metrics))
 }
 
 pub(super) async fn shutdown_signal() {

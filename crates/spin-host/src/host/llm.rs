@@ -125,7 +125,12 @@ mod tests {
             mounts: Vec::new(),
         };
         let outbound = Outbound::unchained(component.id.clone(), component.allowed_hosts.clone());
-        HostState::new(outbound, Arc::new(component), Arc::new(PgPools::new(1)), opentelemetry::Context::new())
+        HostState::new(
+            outbound,
+            Arc::new(component),
+            Arc::new(PgPools::new(1)),
+            crate::telemetry::GuestTelemetry::detached(),
+        )
     }
 
     #[tokio::test]

@@ -22,6 +22,7 @@ pub use self::postgres::PgConnection;
 use crate::chaining::Outbound;
 use crate::log::GuestOutput;
 use crate::outbound::AllowedHosts;
+use crate::telemetry::GuestTelemetry;
 use crate::wasi_http::{Body, HttpState};
 
 /// What a component is allowed and given, fixed at start-up.
@@ -63,8 +64,8 @@ pub(crate) struct HostState {
     table: ResourceTable,
     component: Arc<ComponentRuntime>,
     pg: Arc<PgPools>,
-    /// The component's span: each statement's span is its child (src/telemetry.rs).
-    span: opentelemetry::Context,
+    /// The component's span and metrics: each statement's span is its child (src/telemetry.rs).
+    telemetry: GuestTelemetry,
     /// Installed with `Store::limiter`, which asks for it on every memory or table growth.
     pub limits: StoreLimits,
 }
@@ -75,7 +76,7 @@ impl HostState {
         outbound: Outbound<Body>,
         component: Arc<ComponentRuntime>,
         pg: Arc<PgPools>,
-        span: opentelemetry::Context,
+        telemetry: GuestTelemetry,
     ) -> HostState {
         let mut wasi = WasiCtx::builder();
         wasi.stdout(GuestOutput::new(component.id.clone(), "stdout"))
@@ -100,7 +101,7 @@ impl HostState {
             table: ResourceTable::new(),
             component,
             pg,
-            span,
+            telemetry,
             limits: store_limits(),
         }
     }

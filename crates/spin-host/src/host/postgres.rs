@@ -18,7 +18,6 @@ use super::pg_values::{Param, RawCell, data_type, db_value};
 use crate::bindings::spin::postgres4_0_0::postgres::{
     Column, DbError, DbValue, Error, Host, HostConnection, ParameterValue, QueryError, RowSet,
 };
-use crate::telemetry::StatementSpan;
 
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a guest waits for a free pooled connection before `open` fails.
@@ -113,6 +112,17 @@ impl PgPools {
         let pool = AddressPool { pool, target: std::sync::Arc::new(target) };
         pools.insert(address.to_owned(), pool.clone());
         Ok(pool)
+    }
+
+    /// Connections in use and idle, over every address's pool.
+    pub(crate) fn connections(&self) -> (i64, i64) {
+        let Ok(pools) = self.pools.lock() else { return (0, 0) };
+        pools.values().fold((0, 0), |(in_use, idle), pool| {
+            let status = pool.pool.status();
+            let size = i64::try_from(status.size).unwrap_or(i64::MAX);
+            let available = i64::try_from(status.available).unwrap_or(0);
+            (in_use + size - available, idle + available)
+        })
     }
 
     /// Borrows a connection from the address's pool, creating the pool on first use.
@@ -227,7 +237,7 @@ impl HostConnection for HostState {
         values: Vec<ParameterValue>,
     ) -> Result<RowSet, Error> {
         let client = self.connection(&handle)?;
-        let span = StatementSpan::start(&self.span, &statement);
+        let span = self.telemetry.statement(&statement);
         let rows = async {
             let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
             let params = params(values);
@@ -260,7 +270,7 @@ impl HostConnection for HostState {
         values: Vec<ParameterValue>,
     ) -> Result<u64, Error> {
         let client = self.connection(&handle)?;
-        let span = StatementSpan::start(&self.span, &statement);
+        let span = self.telemetry.statement(&statement);
         let changed = async {
             let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
             let params = params(values);
