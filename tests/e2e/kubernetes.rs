@@ -126,6 +126,10 @@ fn one<'a>(docs: &'a [Value], wanted: &str) -> &'a Value {
     found[0]
 }
 
+fn named<'a>(docs: &'a [Value], wanted: &str, object: &str) -> &'a Value {
+    docs.iter().find(|d| kind(d) == wanted && name(d) == object).unwrap_or_else(|| panic!("no {wanted} {object}"))
+}
+
 fn keys(doc: &Value, fields: &[&str]) -> BTreeSet<String> {
     fields
         .iter()
@@ -374,7 +378,7 @@ fn the_job_migrates_and_the_cronjob_sweeps() {
 #[test]
 fn the_vector_tool_reaches_the_embeddings_server_with_its_token() {
     let docs = rendered();
-    let deployment = one(&docs, "Deployment");
+    let deployment = named(&docs, "Deployment", "gatehouse-embeddings");
     let pod = ["spec", "template", "spec"].iter().try_fold(deployment, |v, key| v.get(*key)).expect("a pod template");
     let line = command_line(pod);
     assert!(line.contains("embeddings serve"), "the Deployment serves embeddings: {line}");
@@ -411,6 +415,29 @@ fn the_vector_tool_reaches_the_embeddings_server_with_its_token() {
     let mut refs = Vec::new();
     key_refs(tools.variables.get("embeddings_api_key").copied().expect("the group sends a key"), &mut refs);
     assert_eq!(refs, [("Secret", "gatehouse".into(), "embeddings_api_key".into())]);
+}
+
+/// The metrics Deployment serves the database's gauges from the Secret's db_url, on the port its
+/// Service forwards to and announces for scraping.
+#[test]
+fn prometheus_scrapes_the_database_gauges() {
+    let docs = rendered();
+    let deployment = named(&docs, "Deployment", "gatehouse-metrics");
+    let pod = ["spec", "template", "spec"].iter().try_fold(deployment, |v, key| v.get(*key)).expect("a pod template");
+    let line = command_line(pod);
+    assert!(line.contains("metrics serve"), "the Deployment serves metrics: {line}");
+    let listen = line.split_whitespace().skip_while(|w| *w != "--listen").nth(1).expect("--listen ADDR");
+    let container_port = listen.rsplit(':').next().expect("a port");
+    let mut refs = Vec::new();
+    key_refs(pod, &mut refs);
+    assert_eq!(refs, [("Secret", "gatehouse".into(), "db_url".into())]);
+    let service = named(&docs, "Service", "gatehouse-metrics");
+    let annotation = |key: &str| string_at(service, &["metadata", "annotations", key]).map(str::to_owned);
+    assert_eq!(annotation("prometheus.io/scrape").as_deref(), Some("true"));
+    assert_eq!(annotation("prometheus.io/path").as_deref(), Some("/metrics"));
+    assert_eq!(annotation("prometheus.io/port").as_deref(), Some(container_port));
+    let ports = service.get("spec").and_then(|s| s.get("ports")).and_then(Value::as_sequence).expect("ports");
+    assert_eq!(ports[0].get("port").and_then(Value::as_u64).map(|p| p.to_string()).as_deref(), Some(container_port));
 }
 
 #[test]

@@ -1,16 +1,18 @@
 //! Metrics (docs/architecture.md, "Metrics"): `/metrics` on its own listener, in Prometheus'
 //! text format as a Prometheus parser reads it, with the counters and gauges moving as one call
-//! moves through its life. A scratch database makes the call gauges this test's own.
+//! moves through its life (a scratch database makes the call gauges this test's own); and
+//! deploy/observability's alert rules and dashboard against a real Prometheus.
 use std::collections::HashMap;
 
-use anyhow::{Result, ensure};
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
 use gatehouse_tests::cluster::free_port;
 use gatehouse_tests::lifecycle::{App, Relay, ScratchDatabase, lifecycle_options};
-use gatehouse_tests::unique;
-use prometheus_parse::{Scrape, Value};
+use gatehouse_tests::{unique, workspace_root};
+use prometheus_parse::Scrape;
 use reqwest::Method;
-use serde_json::json;
-use std::time::Duration;
+use serde_json::{Value, json};
 
 const SETTLE: Duration = Duration::from_secs(30);
 
@@ -32,8 +34,12 @@ impl Metrics {
             labels.sort();
             let labels = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect::<Vec<_>>().join(",");
             let (name, value) = match sample.value {
-                Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => (sample.metric, v),
-                Value::Histogram(_) | Value::Summary(_) => (format!("{}_present", sample.metric), 1.0),
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => (sample.metric, v),
+                prometheus_parse::Value::Histogram(_) | prometheus_parse::Value::Summary(_) => {
+                    (format!("{}_present", sample.metric), 1.0)
+                }
             };
             samples.insert(format!("{name}{{{labels}}}"), value);
         }
@@ -115,4 +121,123 @@ async fn metrics_are_on_their_own_port_and_move_as_a_call_moves() -> Result<()> 
     );
     let _ = scratch;
     Ok(())
+}
+
+/// deploy/observability: the alert rules pass promtool's checks and their own unit tests, and a
+/// real Prometheus, scraping a running host with those rules loaded, answers every query of the
+/// Grafana dashboard's panels.
+#[tokio::test]
+async fn prometheus_loads_the_rules_and_answers_every_dashboard_query() -> Result<()> {
+    let observability = workspace_root().join("deploy/observability");
+    for args in [
+        vec!["check", "rules", "alerts.yaml"],
+        vec!["test", "rules", "alerts.test.yaml"],
+        vec!["check", "config", "prometheus.yml"],
+    ] {
+        let output = std::process::Command::new("promtool").args(&args).current_dir(&observability).output()?;
+        ensure!(
+            output.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    let metrics_address = format!("127.0.0.1:{}", free_port()?);
+    let app = App::start(lifecycle_options(&[], &["--metrics-listen", &metrics_address])).await?;
+    app.create_id(&unique("prometheus"), json!({"to": "bo@example.com", "subject": "Scraped"}), None).await?;
+
+    // prometheus.yml with this host as its target, and its rules by absolute path.
+    let dir = workspace_root().join("target/prometheus").join(unique("run"));
+    std::fs::create_dir_all(&dir)?;
+    let config = std::fs::read_to_string(observability.join("prometheus.yml"))?
+        .replace("scrape_interval: 15s", "scrape_interval: 1s")
+        .replace("evaluation_interval: 15s", "evaluation_interval: 1s")
+        .replace("127.0.0.1:9464", &metrics_address)
+        .replace("- alerts.yaml", &format!("- {}", observability.join("alerts.yaml").display()));
+    std::fs::write(dir.join("prometheus.yml"), config)?;
+    let web = format!("127.0.0.1:{}", free_port()?);
+    let log = std::fs::File::create(dir.join("prometheus.log"))?;
+    let mut prometheus = ChildGuard(
+        std::process::Command::new("prometheus")
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting prometheus")?,
+    );
+    let api = format!("http://{web}/api/v1");
+    let query = |expr: String| {
+        let url = format!("{api}/query");
+        async move {
+            let answer: Value = reqwest::Client::new().get(url).query(&[("query", expr)]).send().await?.json().await?;
+            Ok::<Value, anyhow::Error>(answer)
+        }
+    };
+
+    // Three scrapes at least, so that a rate over them has two points.
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        let answer = query("count_over_time(gatehouse_database_up[1m])".into()).await.unwrap_or(Value::Null);
+        let scrapes = answer["data"]["result"][0]["value"][1].as_str().and_then(|v| v.parse::<f64>().ok());
+        if scrapes.is_some_and(|n| n >= 3.0) {
+            break;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "prometheus did not scrape the host: {answer}\n{}",
+            prometheus.log(&dir)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let rules: Value = reqwest::get(format!("{api}/rules")).await?.json().await?;
+    let loaded: Vec<&Value> = rules["data"]["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+        .collect();
+    ensure!(loaded.len() == 7 && loaded.iter().all(|r| r["health"] == "ok"), "{rules}");
+
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(observability.join("grafana-dashboard.json"))?)?;
+    let panels = dashboard["panels"].as_array().context("panels")?;
+    ensure!(panels.len() >= 10, "{} panels", panels.len());
+    for panel in panels {
+        for target in panel["targets"].as_array().context("targets")? {
+            let expr = target["expr"].as_str().context("an expression")?.replace("$__rate_interval", "1m");
+            let answer = query(expr.clone()).await?;
+            ensure!(answer["status"] == "success", "{}: {expr}: {answer}", panel["title"]);
+        }
+    }
+    // The panels show this host: its calls by state and its requests' rate.
+    let waiting = query("max by (state) (gatehouse_calls)".into()).await?;
+    ensure!(waiting["data"]["result"].as_array().is_some_and(|r| r.len() == 3), "{waiting}");
+    let requests = query("sum(rate(gatehouse_requests_total[1m]))".into()).await?;
+    ensure!(requests["data"]["result"].as_array().is_some_and(|r| r.len() == 1), "{requests}");
+    prometheus.stop();
+    drop(app);
+    Ok(())
+}
+
+/// A child process killed when the test ends, however it ends.
+struct ChildGuard(std::process::Child);
+
+impl ChildGuard {
+    fn log(&self, dir: &std::path::Path) -> String {
+        std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+    }
+
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }

@@ -1,5 +1,6 @@
 //! `/metrics` in Prometheus' text format, on a listener of its own (`gatehouse up
-//! --metrics-listen`), never the public port (docs/architecture.md, "Metrics").
+//! --metrics-listen`), never the public port (docs/architecture.md, "Metrics"); or, where the
+//! components run under Spin, the database's gauges alone (`gatehouse metrics serve`).
 //!
 //! A scrape answers the host's counters (requests, latency, deadlines, outbound requests,
 //! statements, instances, pooled connections, from `gatehouse-spin-host`), the tools'
@@ -31,15 +32,18 @@ SELECT status, count(*)::bigint,
  WHERE status IN ('PENDING', 'EXECUTING', 'PREPARED')
  GROUP BY status";
 
-/// How long the oldest work the sweeper owes has waited for it: a waiting call past its
-/// deadline, or an execution whose lease ran out.
-const SWEEPER_LAG: &str = "\
-SELECT GREATEST(
-         (SELECT extract(epoch FROM now() - min(expires_at)) FROM tool_calls
-           WHERE status IN ('PENDING', 'PREPARED') AND expires_at < now()),
-         (SELECT extract(epoch FROM now() - min(lease_until)) FROM tool_calls
-           WHERE status = 'EXECUTING' AND lease_until < now()),
-         0)::float8";
+/// The work the sweeper owes, by state: waiting calls past their deadline, executions whose
+/// lease ran out; how many, and how long the oldest has waited for it.
+const OVERDUE_CALLS: &str = "\
+SELECT status, count(*)::bigint, extract(epoch FROM now() - min(expires_at))::float8
+  FROM tool_calls
+ WHERE status IN ('PENDING', 'PREPARED') AND expires_at < now()
+ GROUP BY status
+UNION ALL
+SELECT status, count(*)::bigint, extract(epoch FROM now() - min(lease_until))::float8
+  FROM tool_calls
+ WHERE status = 'EXECUTING' AND lease_until < now()
+ GROUP BY status";
 
 /// Reports owed to relays (a callback not yet delivered), and the oldest one's age.
 const OWED_REPORTS: &str = "\
@@ -55,6 +59,7 @@ struct DatabaseGauges {
     up: IntGauge,
     calls: GaugeVec,
     oldest: GaugeVec,
+    overdue: GaugeVec,
     sweeper_lag: Gauge,
     reports_owed: Gauge,
     oldest_report_owed: Gauge,
@@ -72,6 +77,14 @@ impl DatabaseGauges {
                 ),
                 &["state"],
             )?,
+            overdue: GaugeVec::new(
+                Opts::new(
+                    "gatehouse_overdue_calls",
+                    "Calls the sweeper owes work: PENDING or PREPARED past their deadline (a PREPARED one is stuck \
+                     at its checkpoint), EXECUTING past their lease.",
+                ),
+                &["state"],
+            )?,
             sweeper_lag: Gauge::new(
                 "gatehouse_sweeper_lag_seconds",
                 "How long the oldest work the sweeper owes has waited: a waiting call past its deadline, or an \
@@ -86,6 +99,7 @@ impl DatabaseGauges {
         registry.register(Box::new(gauges.up.clone()))?;
         registry.register(Box::new(gauges.calls.clone()))?;
         registry.register(Box::new(gauges.oldest.clone()))?;
+        registry.register(Box::new(gauges.overdue.clone()))?;
         registry.register(Box::new(gauges.sweeper_lag.clone()))?;
         registry.register(Box::new(gauges.reports_owed.clone()))?;
         registry.register(Box::new(gauges.oldest_report_owed.clone()))?;
@@ -124,7 +138,14 @@ impl DatabaseGauges {
             self.calls.with_label_values(&[state]).set(count as f64);
             self.oldest.with_label_values(&[state]).set(age);
         }
-        let lag: f64 = client.query_one(SWEEPER_LAG, &[]).await.context("reading the sweeper's lag")?.get(0);
+        let overdue = client.query(OVERDUE_CALLS, &[]).await.context("reading the overdue calls")?;
+        let mut lag: f64 = 0.0;
+        for state in WAITING_STATES {
+            let row = overdue.iter().find(|row| row.get::<_, &str>(0) == state);
+            let (count, age) = row.map_or((0, 0.0), |row| (row.get::<_, i64>(1), row.get::<_, f64>(2)));
+            self.overdue.with_label_values(&[state]).set(count as f64);
+            lag = lag.max(age);
+        }
         self.sweeper_lag.set(lag);
         let owed = client.query_one(OWED_REPORTS, &[]).await.context("reading the owed reports")?;
         self.reports_owed.set(owed.get::<_, i64>(0) as f64);
@@ -139,12 +160,12 @@ pub(crate) struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Serves `registry` (with the application's gauges and the database's, read at each
-    /// scrape) on `listen`.
+    /// Serves `registry` (with the application's gauges, when it runs here, and the
+    /// database's, read at each scrape) on `listen`.
     pub(crate) async fn start(
         listen: SocketAddr,
         registry: Registry,
-        app: Arc<App>,
+        app: Option<Arc<App>>,
         database_url: String,
     ) -> Result<(MetricsServer, SocketAddr)> {
         let gauges = Arc::new(DatabaseGauges::register(&registry).context("registering the database gauges")?);
@@ -163,7 +184,9 @@ impl MetricsServer {
                 if request.method() != Method::GET {
                     return text(StatusCode::METHOD_NOT_ALLOWED, "GET /metrics\n".into());
                 }
-                app.refresh_metrics();
+                if let Some(app) = &app {
+                    app.refresh_metrics();
+                }
                 gauges.refresh(&database_url).await;
                 let mut body = Vec::new();
                 match TextEncoder::new().encode(&registry.gather(), &mut body) {

@@ -6,6 +6,7 @@ mod dev_gmail;
 mod embeddings;
 mod ingest;
 mod keys;
+mod metrics;
 mod new;
 mod tenants;
 mod tools;
@@ -50,6 +51,10 @@ enum Command {
     /// without a local model (docs/embeddings.md).
     #[command(subcommand)]
     Embeddings(embeddings::EmbeddingsCommand),
+    /// Serve the database's gauges (calls waiting, the sweeper's lag, owed reports) at
+    /// `/metrics`, for deployments whose components run under Spin (docs/observability.md).
+    #[command(subcommand)]
+    Metrics(metrics::MetricsCommand),
     /// Replay the seed's conversation (wrong address, corrected, confirmed, checkpoint, sent)
     /// against a running application, with a built-in relay, printing each step.
     Demo(demo::DemoArgs),
@@ -137,6 +142,7 @@ impl Cli {
             Command::Up(args) => up::run(args).await,
             Command::Ingest(args) => ingest::run(args).await,
             Command::Embeddings(command) => embeddings::run(command).await,
+            Command::Metrics(command) => metrics::run(command).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Db(DbCommand::Start(args)) => {

@@ -299,7 +299,7 @@ pub(super) async fn start(args: &UpArgs) -> Result<Running> {
             let metrics = match args.metrics_listen {
                 Some(listen) => {
                     let (server, address) =
-                        MetricsServer::start(listen, metrics, app.clone(), database.url.clone()).await?;
+                        MetricsServer::start(listen, metrics, Some(app.clone()), database.url.clone()).await?;
                     println!("Gatehouse metrics on http://{address}/metrics");
                     Some(server)
                 }
