@@ -100,9 +100,7 @@ impl GuestTelemetry {
     /// `chained` says whether another component of this application serves it.
     pub(crate) fn outbound<B>(&self, request: &mut Request<B>, chained: bool) -> OutboundSpan {
         let kind = self.telemetry.attributes.outbound_kind(request.uri().path(), request.headers());
-        let mut span = OutboundSpan::start(&self.cx, request, chained);
-        span.counted = Some((self.clone(), kind, chained));
-        span
+        OutboundSpan::start(self, request, chained, kind)
     }
 
     /// Starts the span of a statement the guest runs.
@@ -267,15 +265,19 @@ pub(crate) const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
 /// network (another host, Gmail, a relay's callback).
 pub(crate) struct OutboundSpan {
     cx: Context,
-    /// Who counts the request, what kind it is, and whether it was chained.
-    counted: Option<(GuestTelemetry, &'static str, bool)>,
+    /// The sending guest, which counts the request.
+    guest: GuestTelemetry,
+    /// What the request is to the application ([`SpanAttributes::outbound_kind`]).
+    kind: &'static str,
+    chained: bool,
 }
 
 impl OutboundSpan {
     /// Starts the span of `request`, a child of `component` (the sending guest's span), or of
     /// the trace the guest's own `traceparent` names when that is another trace: work on a
     /// stored call continues the call's trace. The request then carries this span on.
-    fn start<B>(component: &Context, request: &mut Request<B>, chained: bool) -> OutboundSpan {
+    fn start<B>(guest: &GuestTelemetry, request: &mut Request<B>, chained: bool, kind: &'static str) -> OutboundSpan {
+        let component = &guest.cx;
         let named = extract(request.headers());
         let named_trace = named.span().span_context().trace_id();
         let parent =
@@ -285,6 +287,16 @@ impl OutboundSpan {
                 component.clone()
             };
         let uri = request.uri();
+        let method = request.method().to_string();
+        // Another component's paths are the application's own, with no id in them; a path on
+        // the network may hold anything, so it stays out of the span's name.
+        let name = if chained { format!("{method} {}", uri.path()) } else { method.clone() };
+        let span = tracer().span_builder(name).with_kind(SpanKind::Client).start_with_context(tracer(), &parent);
+        let cx = parent.with_span(span);
+        let outbound = OutboundSpan { cx, guest: guest.clone(), kind, chained };
+        if !outbound.cx.span().is_recording() {
+            return outbound;
+        }
         let host = uri.host().unwrap_or_default().to_owned();
         let scheme = uri.scheme_str().unwrap_or("http").to_owned();
         let port = uri.port_u16().or(match scheme.as_str() {
@@ -293,10 +305,6 @@ impl OutboundSpan {
             _ => None,
         });
         let explicit_port = uri.port_u16().map(|port| format!(":{port}")).unwrap_or_default();
-        let method = request.method().to_string();
-        // Another component's paths are the application's own, with no id in them; a path on
-        // the network may hold anything, so it stays out of the span's name.
-        let name = if chained { format!("{method} {}", uri.path()) } else { method.clone() };
         let mut fields = vec![
             KeyValue::new("http.request.method", method),
             KeyValue::new("server.address", host.clone()),
@@ -312,20 +320,13 @@ impl OutboundSpan {
                 host.trim_end_matches(crate::outbound::CHAINING_SUFFIX).to_owned(),
             ));
         }
-        let span = tracer()
-            .span_builder(name)
-            .with_kind(SpanKind::Client)
-            .with_attributes(fields)
-            .start_with_context(tracer(), &parent);
-        let cx = parent.with_span(span);
-        inject(&cx, request.headers_mut());
-        OutboundSpan { cx, counted: None }
+        outbound.cx.span().set_attributes(fields);
+        inject(&outbound.cx, request.headers_mut());
+        outbound
     }
 
     fn count(&self, outcome: &str) {
-        if let Some((guest, kind, chained)) = &self.counted {
-            guest.telemetry.metrics.sent(&guest.component, kind, *chained, outcome);
-        }
+        self.guest.telemetry.metrics.sent(&self.guest.component, self.kind, self.chained, outcome);
     }
 
     /// Ends the span with the answer's status.
