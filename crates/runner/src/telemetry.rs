@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use gatehouse_domain::contract::{CALL_ID_HEADER, CONTRACT_PATH, Operation, TOOL_HEADER};
-use gatehouse_spin_host::{RequestFacts, SpanAttributes};
+use gatehouse_spin_host::{RequestFacts, TelemetryHooks};
 use http::{HeaderMap, StatusCode};
 use opentelemetry::KeyValue;
 use opentelemetry_http::{HttpClient, HttpError};
@@ -131,13 +131,13 @@ impl HttpClient for CollectorClient {
 
 /// Gatehouse's facts on each component's span: the call a request is about, and for the tool
 /// contract the tool, the operation and its outcome; and the count of the tools' operations.
-pub(crate) struct GatehouseSpans {
+pub(crate) struct GatehouseTelemetry {
     tool_operations: IntCounterVec,
 }
 
-impl GatehouseSpans {
+impl GatehouseTelemetry {
     /// The facts, with the tools' operations counted in `registry`.
-    pub(crate) fn new(registry: &Registry) -> Result<Arc<dyn SpanAttributes>> {
+    pub(crate) fn new(registry: &Registry) -> Result<Arc<dyn TelemetryHooks>> {
         let tool_operations = IntCounterVec::new(
             Opts::new(
                 "gatehouse_tool_operations_total",
@@ -147,7 +147,7 @@ impl GatehouseSpans {
             &["component", "operation", "outcome"],
         )?;
         registry.register(Box::new(tool_operations.clone()))?;
-        Ok(Arc::new(GatehouseSpans { tool_operations }))
+        Ok(Arc::new(GatehouseTelemetry { tool_operations }))
     }
 }
 
@@ -157,14 +157,23 @@ fn label(headers: &HeaderMap, name: &str) -> Option<String> {
     Some(value.chars().take(MAX_LABEL_CHARS).collect())
 }
 
+/// An operation's outcome, from the status code that carries it (crates/domain/src/contract.rs).
+fn contract_outcome(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        200..=299 => "ok",
+        422 => "rejected",
+        _ => "crashed",
+    }
+}
+
 /// The contract operation a request's path names (`.../tool/execute`), if it is one.
 fn contract_operation(path: &str) -> Option<Operation> {
     let (before, operation) = path.rsplit_once('/')?;
     before.ends_with(CONTRACT_PATH).then(|| Operation::parse(operation)).flatten()
 }
 
-impl SpanAttributes for GatehouseSpans {
-    fn request(&self, request: &RequestFacts<'_>) -> Vec<KeyValue> {
+impl TelemetryHooks for GatehouseTelemetry {
+    fn request_attributes(&self, request: &RequestFacts<'_>) -> Vec<KeyValue> {
         let mut attributes = Vec::new();
         let call = label(request.headers, CALL_ID_HEADER).or_else(|| {
             request
@@ -185,27 +194,32 @@ impl SpanAttributes for GatehouseSpans {
         attributes
     }
 
-    fn response(&self, request: &RequestFacts<'_>, status: StatusCode, headers: &HeaderMap) -> Vec<KeyValue> {
+    fn response_attributes(
+        &self,
+        request: &RequestFacts<'_>,
+        status: StatusCode,
+        headers: &HeaderMap,
+    ) -> Vec<KeyValue> {
         let mut attributes = Vec::new();
         if label(request.headers, CALL_ID_HEADER).is_none()
             && let Some(call) = label(headers, CALL_ID_HEADER)
         {
             attributes.push(KeyValue::new("gatehouse.call.id", call));
         }
-        if let Some(operation) = contract_operation(request.path) {
-            // The contract's status codes carry the outcome (crates/domain/src/contract.rs).
-            let outcome = match status.as_u16() {
-                200..=299 => "ok",
-                422 => "rejected",
-                _ => "crashed",
-            };
-            attributes.push(KeyValue::new("gatehouse.tool.outcome", outcome));
-            // A refused signature is no operation of the tool's, and its labels are the caller's.
-            if !matches!(status.as_u16(), 401 | 403) {
-                self.tool_operations.with_label_values(&[request.component, operation.as_str(), outcome]).inc();
-            }
+        if contract_operation(request.path).is_some() {
+            attributes.push(KeyValue::new("gatehouse.tool.outcome", contract_outcome(status)));
         }
         attributes
+    }
+
+    fn answered(&self, request: &RequestFacts<'_>, status: StatusCode) {
+        // A refused signature is no operation of the tool's, and its labels are the caller's.
+        if let Some(operation) = contract_operation(request.path)
+            && !matches!(status.as_u16(), 401 | 403)
+        {
+            let outcome = contract_outcome(status);
+            self.tool_operations.with_label_values(&[request.component, operation.as_str(), outcome]).inc();
+        }
     }
 
     fn outbound_kind(&self, path: &str, headers: &HeaderMap) -> &'static str {

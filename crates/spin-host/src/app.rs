@@ -24,7 +24,7 @@ use crate::manifest::Manifest;
 use crate::metrics::HostMetrics;
 use crate::outbound::AllowedHosts;
 use crate::routing::{RouteMatch, Router};
-use crate::telemetry::{ComponentSpan, DEADLINE_EXCEEDED, NoAttributes, SpanAttributes, Telemetry};
+use crate::telemetry::{ComponentSpan, DEADLINE_EXCEEDED, NoHooks, Telemetry, TelemetryHooks};
 use crate::variables::{ResolvedVariables, VariableSources};
 use crate::wasi_http::{self, Body, Handler};
 use crate::well_known::{self, HostStatus};
@@ -55,9 +55,9 @@ pub struct AppConfig {
     pub project_home: PathBuf,
     /// The command that builds the components, named when a component's Wasm file is missing.
     pub build_command: String,
-    /// The application's own attributes for each component's span (src/telemetry.rs); none
-    /// adds only the host's.
-    pub span_attributes: Option<Arc<dyn SpanAttributes>>,
+    /// The application's own part in the spans and metrics (src/telemetry.rs); none adds only
+    /// the host's.
+    pub telemetry_hooks: Option<Arc<dyn TelemetryHooks>>,
     /// Where the host registers its metrics (src/metrics.rs), for the program to serve.
     pub metrics: prometheus::Registry,
 }
@@ -166,8 +166,8 @@ impl App {
         let name = manifest.application.name.clone();
         let metrics = HostMetrics::register(&config.metrics).context("registering the host's metrics")?;
         metrics.instances_max.set(i64::from(config.max_instances));
-        let attributes = config.span_attributes.unwrap_or_else(|| Arc::new(NoAttributes));
-        let telemetry = Arc::new(Telemetry { metrics, attributes });
+        let hooks = config.telemetry_hooks.unwrap_or_else(|| Arc::new(NoHooks));
+        let telemetry = Arc::new(Telemetry { metrics, hooks });
         Ok(Arc::new_cyclic(|this| App {
             name,
             guests: tokio_util::task::TaskTracker::new(),

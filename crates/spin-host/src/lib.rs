@@ -56,4 +56,4 @@ pub use app::{App, AppConfig};
 pub use engine::DEFAULT_MAX_INSTANCES;
 pub use host::ZeroRows;
 pub use server::{ConnectionLimits, serve};
-pub use telemetry::{RequestFacts, SpanAttributes};
+pub use telemetry::{RequestFacts, TelemetryHooks};

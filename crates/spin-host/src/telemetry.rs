@@ -24,20 +24,26 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 
+/// The name a span starts with, replaced once it is known to be recorded.
+const UNNAMED: &str = "request";
 /// The instrumentation scope the spans are recorded under.
 const SCOPE: &str = "gatehouse-spin-host";
 /// How much of a statement's text a span keeps: the application's SQL is parameterized, so the
 /// text holds no value, but a span must stay small.
 const MAX_STATEMENT_CHARS: usize = 2_000;
 
-/// The application's own facts about a request and its answer, which a generic host cannot
-/// know: implemented by the program around the host (the CLI adds the tool, the call and the
-/// outcome, and counts the tools' operations), and given to [`crate::AppConfig`].
-pub trait SpanAttributes: Send + Sync {
-    /// Attributes of a component's span, from the request it serves.
-    fn request(&self, request: &RequestFacts<'_>) -> Vec<KeyValue>;
-    /// Attributes of a component's span, from its answer's head.
-    fn response(&self, request: &RequestFacts<'_>, status: StatusCode, headers: &HeaderMap) -> Vec<KeyValue>;
+/// The application's own part in the telemetry, which a generic host cannot know: implemented
+/// by the program around the host (the CLI adds the tool, the call and the outcome to spans,
+/// and counts the tools' operations), and given to [`crate::AppConfig`].
+pub trait TelemetryHooks: Send + Sync {
+    /// Attributes of a component's span, from the request it serves; asked only of a recorded
+    /// span.
+    fn request_attributes(&self, request: &RequestFacts<'_>) -> Vec<KeyValue>;
+    /// Attributes of a component's span, from its answer's head; asked only of a recorded span.
+    fn response_attributes(&self, request: &RequestFacts<'_>, status: StatusCode, headers: &HeaderMap)
+    -> Vec<KeyValue>;
+    /// Told of every answer, recorded or not, for the application's own metrics.
+    fn answered(&self, request: &RequestFacts<'_>, status: StatusCode);
     /// What a request a guest sends is to the application (`callback`, `tool`), for the
     /// outbound requests' metric; `other` when it is nothing in particular.
     fn outbound_kind(&self, path: &str, headers: &HeaderMap) -> &'static str;
@@ -55,17 +61,24 @@ pub struct RequestFacts<'a> {
     pub headers: &'a HeaderMap,
 }
 
-/// Adds nothing: a host whose program gives no [`SpanAttributes`].
-pub(crate) struct NoAttributes;
+/// Adds nothing: a host whose program gives no [`TelemetryHooks`].
+pub(crate) struct NoHooks;
 
-impl SpanAttributes for NoAttributes {
-    fn request(&self, _request: &RequestFacts<'_>) -> Vec<KeyValue> {
+impl TelemetryHooks for NoHooks {
+    fn request_attributes(&self, _request: &RequestFacts<'_>) -> Vec<KeyValue> {
         Vec::new()
     }
 
-    fn response(&self, _request: &RequestFacts<'_>, _status: StatusCode, _headers: &HeaderMap) -> Vec<KeyValue> {
+    fn response_attributes(
+        &self,
+        _request: &RequestFacts<'_>,
+        _status: StatusCode,
+        _headers: &HeaderMap,
+    ) -> Vec<KeyValue> {
         Vec::new()
     }
+
+    fn answered(&self, _request: &RequestFacts<'_>, _status: StatusCode) {}
 
     fn outbound_kind(&self, _path: &str, _headers: &HeaderMap) -> &'static str {
         "other"
@@ -75,7 +88,7 @@ impl SpanAttributes for NoAttributes {
 /// What spans and metrics are made with: the host's metrics and the application's facts.
 pub(crate) struct Telemetry {
     pub(crate) metrics: crate::metrics::HostMetrics,
-    pub(crate) attributes: Arc<dyn SpanAttributes>,
+    pub(crate) hooks: Arc<dyn TelemetryHooks>,
 }
 
 /// One guest's part of the telemetry: its component's span, which the spans of its statements
@@ -92,14 +105,14 @@ impl GuestTelemetry {
     #[cfg(test)]
     pub(crate) fn detached() -> GuestTelemetry {
         let metrics = crate::metrics::HostMetrics::register(&prometheus::Registry::new()).expect("fresh registry");
-        let telemetry = Arc::new(Telemetry { metrics, attributes: Arc::new(NoAttributes) });
+        let telemetry = Arc::new(Telemetry { metrics, hooks: Arc::new(NoHooks) });
         GuestTelemetry { cx: Context::new(), component: Arc::from("test"), telemetry }
     }
 
     /// Starts the span of a request the guest sends, and puts its trace context on the request.
     /// `chained` says whether another component of this application serves it.
     pub(crate) fn outbound<B>(&self, request: &mut Request<B>, chained: bool) -> OutboundSpan {
-        let kind = self.telemetry.attributes.outbound_kind(request.uri().path(), request.headers());
+        let kind = self.telemetry.hooks.outbound_kind(request.uri().path(), request.headers());
         OutboundSpan::start(self, request, chained, kind)
     }
 
@@ -142,12 +155,13 @@ pub(crate) struct ComponentSpan {
     arrived: Instant,
 }
 
-/// [`RequestFacts`] kept until the answer, for [`SpanAttributes::response`].
+/// [`RequestFacts`] kept until the answer, for [`TelemetryHooks::answered`].
 struct OwnedFacts {
     component: Arc<str>,
     method: http::Method,
     path: String,
     params: Vec<(String, String)>,
+    /// The request's headers, kept only when the span is recorded: they only feed its attributes.
     headers: HeaderMap,
 }
 
@@ -177,36 +191,41 @@ impl ComponentSpan {
         telemetry: Arc<Telemetry>,
     ) -> ComponentSpan {
         let arrived = Instant::now();
-        let attributes = &telemetry.attributes;
         let parent = extract(request.headers());
+        // A span's name and attributes cost allocations on every request: an unrecorded span
+        // (no exporter installed, or not sampled) gets neither. Samplers see no name or
+        // attributes here; the default one (parent-based, always on) reads neither.
+        let span = tracer().span_builder(UNNAMED).with_kind(SpanKind::Server).start_with_context(tracer(), &parent);
+        let cx = parent.with_span(span);
+        let recording = cx.span().is_recording();
+        let headers = if recording { request.headers().clone() } else { HeaderMap::new() };
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
-        let facts = OwnedFacts { component, method, path, params, headers: request.headers().clone() };
-        let name = match route {
-            Some(route) => format!("{} {route}", facts.method),
-            None => format!("{} {}", facts.method, facts.component),
-        };
-        let mut fields = vec![
-            KeyValue::new("http.request.method", facts.method.to_string()),
-            KeyValue::new("url.path", facts.path.clone()),
-            KeyValue::new("url.scheme", "http"),
-            KeyValue::new("gatehouse.component", facts.component.to_string()),
-        ];
-        if let Some(route) = route {
-            fields.push(KeyValue::new("http.route", route.to_owned()));
+        let facts = OwnedFacts { component, method, path, params, headers };
+        if recording {
+            let name = match route {
+                Some(route) => format!("{} {route}", facts.method),
+                None => format!("{} {}", facts.method, facts.component),
+            };
+            let mut fields = vec![
+                KeyValue::new("http.request.method", facts.method.to_string()),
+                KeyValue::new("url.path", facts.path.clone()),
+                KeyValue::new("url.scheme", "http"),
+                KeyValue::new("gatehouse.component", facts.component.to_string()),
+            ];
+            if let Some(route) = route {
+                fields.push(KeyValue::new("http.route", route.to_owned()));
+            }
+            if let Some(client) = client {
+                fields.push(KeyValue::new("client.address", client.ip().to_string()));
+                fields.push(KeyValue::new("client.port", i64::from(client.port())));
+            }
+            fields.extend(telemetry.hooks.request_attributes(&facts.view()));
+            let span = cx.span();
+            span.update_name(name);
+            span.set_attributes(fields);
+            inject(&cx, request.headers_mut());
         }
-        if let Some(client) = client {
-            fields.push(KeyValue::new("client.address", client.ip().to_string()));
-            fields.push(KeyValue::new("client.port", i64::from(client.port())));
-        }
-        fields.extend(attributes.request(&facts.view()));
-        let span = tracer()
-            .span_builder(name)
-            .with_kind(SpanKind::Server)
-            .with_attributes(fields)
-            .start_with_context(tracer(), &parent);
-        let cx = parent.with_span(span);
-        inject(&cx, request.headers_mut());
         let route = route.unwrap_or("chained").to_owned();
         let guest = GuestTelemetry { cx, component: facts.component.clone(), telemetry };
         ComponentSpan { guest, request: facts, route, arrived }
@@ -222,11 +241,12 @@ impl ComponentSpan {
         let telemetry = &self.guest.telemetry;
         let seconds = self.arrived.elapsed().as_secs_f64();
         telemetry.metrics.answered(&self.guest.component, &self.route, status.as_u16(), seconds);
-        let attributes = telemetry.attributes.response(&self.request.view(), status, headers);
+        telemetry.hooks.answered(&self.request.view(), status);
         let span = self.guest.cx.span();
         if !span.is_recording() {
             return;
         }
+        let attributes = telemetry.hooks.response_attributes(&self.request.view(), status, headers);
         span.set_attribute(KeyValue::new("http.response.status_code", i64::from(status.as_u16())));
         span.set_attributes(attributes);
         if status.is_server_error() {
@@ -267,7 +287,7 @@ pub(crate) struct OutboundSpan {
     cx: Context,
     /// The sending guest, which counts the request.
     guest: GuestTelemetry,
-    /// What the request is to the application ([`SpanAttributes::outbound_kind`]).
+    /// What the request is to the application ([`TelemetryHooks::outbound_kind`]).
     kind: &'static str,
     chained: bool,
 }
