@@ -130,6 +130,16 @@ fn named<'a>(docs: &'a [Value], wanted: &str, object: &str) -> &'a Value {
     docs.iter().find(|d| kind(d) == wanted && name(d) == object).unwrap_or_else(|| panic!("no {wanted} {object}"))
 }
 
+/// A Deployment's pod template, which must run `gatehouse <command> --listen ADDR`, and the
+/// port of ADDR.
+fn serving<'a>(deployment: &'a Value, command: &str) -> (&'a Value, String) {
+    let pod = ["spec", "template", "spec"].iter().try_fold(deployment, |v, key| v.get(*key)).expect("a pod template");
+    let line = command_line(pod);
+    assert!(line.contains(command), "the Deployment runs `gatehouse {command}`: {line}");
+    let listen = line.split_whitespace().skip_while(|w| *w != "--listen").nth(1).expect("--listen ADDR");
+    (pod, listen.rsplit(':').next().expect("a port").to_owned())
+}
+
 fn keys(doc: &Value, fields: &[&str]) -> BTreeSet<String> {
     fields
         .iter()
@@ -379,11 +389,7 @@ fn the_job_migrates_and_the_cronjob_sweeps() {
 fn the_vector_tool_reaches_the_embeddings_server_with_its_token() {
     let docs = rendered();
     let deployment = named(&docs, "Deployment", "gatehouse-embeddings");
-    let pod = ["spec", "template", "spec"].iter().try_fold(deployment, |v, key| v.get(*key)).expect("a pod template");
-    let line = command_line(pod);
-    assert!(line.contains("embeddings serve"), "the Deployment serves embeddings: {line}");
-    let listen = line.split_whitespace().skip_while(|w| *w != "--listen").nth(1).expect("--listen ADDR");
-    let container_port = listen.rsplit(':').next().expect("a port");
+    let (pod, container_port) = serving(deployment, "embeddings serve");
     let mut refs = Vec::new();
     key_refs(pod, &mut refs);
     assert!(refs.contains(&("Secret", "gatehouse".into(), "embeddings_api_key".into())), "the token: {refs:?}");
@@ -399,10 +405,7 @@ fn the_vector_tool_reaches_the_embeddings_server_with_its_token() {
     let containers = pod.get("containers").and_then(Value::as_sequence).expect("containers");
     let named = containers[0].get("ports").and_then(Value::as_sequence).expect("container ports");
     let named = named.iter().find(|p| string_at(p, &["name"]) == Some(target)).expect("the target port is named");
-    assert_eq!(
-        named.get("containerPort").and_then(Value::as_u64).map(|p| p.to_string()),
-        Some(container_port.to_owned())
-    );
+    assert_eq!(named.get("containerPort").and_then(Value::as_u64).map(|p| p.to_string()), Some(container_port.clone()));
 
     let config = one(&docs, "ConfigMap");
     let apps = spinapps(&docs);
@@ -423,11 +426,7 @@ fn the_vector_tool_reaches_the_embeddings_server_with_its_token() {
 fn prometheus_scrapes_the_database_gauges() {
     let docs = rendered();
     let deployment = named(&docs, "Deployment", "gatehouse-metrics");
-    let pod = ["spec", "template", "spec"].iter().try_fold(deployment, |v, key| v.get(*key)).expect("a pod template");
-    let line = command_line(pod);
-    assert!(line.contains("metrics serve"), "the Deployment serves metrics: {line}");
-    let listen = line.split_whitespace().skip_while(|w| *w != "--listen").nth(1).expect("--listen ADDR");
-    let container_port = listen.rsplit(':').next().expect("a port");
+    let (pod, container_port) = serving(deployment, "metrics serve");
     let mut refs = Vec::new();
     key_refs(pod, &mut refs);
     assert_eq!(refs, [("Secret", "gatehouse".into(), "db_url".into())]);
@@ -435,9 +434,9 @@ fn prometheus_scrapes_the_database_gauges() {
     let annotation = |key: &str| string_at(service, &["metadata", "annotations", key]).map(str::to_owned);
     assert_eq!(annotation("prometheus.io/scrape").as_deref(), Some("true"));
     assert_eq!(annotation("prometheus.io/path").as_deref(), Some("/metrics"));
-    assert_eq!(annotation("prometheus.io/port").as_deref(), Some(container_port));
+    assert_eq!(annotation("prometheus.io/port"), Some(container_port.clone()));
     let ports = service.get("spec").and_then(|s| s.get("ports")).and_then(Value::as_sequence).expect("ports");
-    assert_eq!(ports[0].get("port").and_then(Value::as_u64).map(|p| p.to_string()).as_deref(), Some(container_port));
+    assert_eq!(ports[0].get("port").and_then(Value::as_u64).map(|p| p.to_string()), Some(container_port));
 }
 
 #[test]
