@@ -132,26 +132,39 @@ impl DatabaseGauges {
     async fn read(&self, database_url: &str) -> Result<()> {
         let (client, _driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting")?;
         let open = client.query(OPEN_CALLS, &[]).await.context("reading the open calls")?;
-        for state in WAITING_STATES {
-            let row = open.iter().find(|row| row.get::<_, &str>(0) == state);
-            let (count, age) = row.map_or((0, 0.0), |row| (row.get::<_, i64>(1), row.get::<_, f64>(2)));
+        for (state, count, age) in by_state(&open)? {
             self.calls.with_label_values(&[state]).set(count as f64);
             self.oldest.with_label_values(&[state]).set(age);
         }
         let overdue = client.query(OVERDUE_CALLS, &[]).await.context("reading the overdue calls")?;
         let mut lag: f64 = 0.0;
-        for state in WAITING_STATES {
-            let row = overdue.iter().find(|row| row.get::<_, &str>(0) == state);
-            let (count, age) = row.map_or((0, 0.0), |row| (row.get::<_, i64>(1), row.get::<_, f64>(2)));
+        for (state, count, age) in by_state(&overdue)? {
             self.overdue.with_label_values(&[state]).set(count as f64);
             lag = lag.max(age);
         }
         self.sweeper_lag.set(lag);
         let owed = client.query_one(OWED_REPORTS, &[]).await.context("reading the owed reports")?;
-        self.reports_owed.set(owed.get::<_, i64>(0) as f64);
-        self.oldest_report_owed.set(owed.get(1));
+        self.reports_owed.set(owed.try_get::<_, i64>(0)? as f64);
+        self.oldest_report_owed.set(owed.try_get(1)?);
         Ok(())
     }
+}
+
+/// Each waiting state's count and age, from rows of (state, count, age in seconds); a state
+/// without a row has none.
+fn by_state(rows: &[tokio_postgres::Row]) -> Result<Vec<(&'static str, i64, f64)>> {
+    let mut found = std::collections::HashMap::new();
+    for row in rows {
+        let state: String = row.try_get(0)?;
+        found.insert(state, (row.try_get::<_, i64>(1)?, row.try_get::<_, f64>(2)?));
+    }
+    Ok(WAITING_STATES
+        .iter()
+        .map(|state| {
+            let (count, age) = found.get(*state).copied().unwrap_or((0, 0.0));
+            (*state, count, age)
+        })
+        .collect())
 }
 
 /// The metrics listener.
