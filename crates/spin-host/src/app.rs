@@ -313,9 +313,17 @@ impl App {
             Origin::Chained => (None, None),
         };
         let params: Vec<(String, String)> = route.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let span = ComponentSpan::start(id.clone(), public_route, params, client, &mut request, self.telemetry.clone());
-        let timeout = self.request_timeout;
         let arrived = Instant::now();
+        let span = ComponentSpan::start(
+            id.clone(),
+            public_route,
+            params,
+            client,
+            arrived,
+            &mut request,
+            self.telemetry.clone(),
+        );
+        let timeout = self.request_timeout;
         let deadline = arrived + timeout;
         let chain: Weak<dyn ServeChained<Body>> = self.this.clone();
         let outbound = Outbound::new(id.clone(), component.runtime.allowed_hosts.clone(), chain, span.guest());

@@ -32,6 +32,17 @@ pub(crate) enum ChainError {
     ShuttingDown,
 }
 
+impl ChainError {
+    /// The failure as a span's `error.type` and the outbound metric's outcome, the same on every
+    /// wasmtime release's glue.
+    pub(crate) fn error_type(&self) -> &'static str {
+        match self {
+            ChainError::UnknownComponent(_) => "destination_not_found",
+            ChainError::ShuttingDown => "shutting_down",
+        }
+    }
+}
+
 /// One component's outbound rules and the way back to the application for chaining.
 pub(crate) struct Outbound<B> {
     component: Arc<str>,

@@ -181,16 +181,17 @@ impl ComponentSpan {
     /// Starts the span of `component` serving `request`, in the trace the request's
     /// `traceparent` names (or a new one), and hands the guest the span as its parent.
     /// `route` is the manifest's route (`None` for a private component reached by chaining);
-    /// `client` is the network peer, if the request came from one.
+    /// `client` is the network peer, if the request came from one; `arrived` is when the
+    /// request did, which its deadline also counts from.
     pub(crate) fn start<B>(
         component: Arc<str>,
         route: Option<&str>,
         params: Vec<(String, String)>,
         client: Option<std::net::SocketAddr>,
+        arrived: Instant,
         request: &mut Request<B>,
         telemetry: Arc<Telemetry>,
     ) -> ComponentSpan {
-        let arrived = Instant::now();
         let parent = extract(request.headers());
         // A span's name and attributes cost allocations on every request: an unrecorded span
         // (no exporter installed, or not sampled) gets neither. Samplers see no name or

@@ -171,7 +171,7 @@ impl OutboundHooks {
                     let answer = app.serve_chained(component, request).await;
                     match &answer {
                         Ok(response) => span.answered(response.status()),
-                        Err(_) => span.failed("chaining_failed"),
+                        Err(e) => span.failed(e.error_type()),
                     }
                     Ok(answer
                         .map(|resp| IncomingResponse { resp, worker: None, between_bytes_timeout })

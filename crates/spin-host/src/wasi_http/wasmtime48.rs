@@ -120,7 +120,7 @@ impl WasiHttpHooks for OutboundHooks {
                     let response = match app.serve_chained(component, request).await {
                         Ok(response) => response,
                         Err(e) => {
-                            span.failed(chain_error_type(&e));
+                            span.failed(e.error_type());
                             return Err(chain_error(e));
                         }
                     };
@@ -174,14 +174,6 @@ fn network_error(error: crate::network::NetworkError) -> HttpError {
         NetworkError::Tls => HttpError::TlsProtocolError,
         NetworkError::ResponseTimeout => HttpError::HttpResponseTimeout,
         NetworkError::Http(e) => HttpError::Hyper(e),
-    }
-}
-
-/// A chained request's failure, as a span's `error.type`.
-fn chain_error_type(error: &ChainError) -> &'static str {
-    match error {
-        ChainError::UnknownComponent(_) => "destination_not_found",
-        ChainError::ShuttingDown => "shutting_down",
     }
 }
 
