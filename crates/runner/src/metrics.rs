@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
+use gatehouse_domain::Status;
 use gatehouse_http_listener::{Answer, Serving};
 use gatehouse_spin_host::App;
 use http::{Method, StatusCode};
@@ -50,9 +51,6 @@ const OWED_REPORTS: &str = "\
 SELECT count(*)::bigint, COALESCE(extract(epoch FROM now() - min(report_owed_since)), 0)::float8
   FROM tool_calls
  WHERE report_owed_since IS NOT NULL";
-
-/// The states a call waits in.
-const WAITING_STATES: [&str; 3] = ["PENDING", "EXECUTING", "PREPARED"];
 
 /// The gauges read from the database at each scrape.
 struct DatabaseGauges {
@@ -150,19 +148,21 @@ impl DatabaseGauges {
     }
 }
 
-/// Each waiting state's count and age, from rows of (state, count, age in seconds); a state
-/// without a row has none.
+/// Each open state's count and age (open as `gatehouse_domain::Status` says), from rows of
+/// (state, count, age in seconds); a state without a row has none.
 fn by_state(rows: &[tokio_postgres::Row]) -> Result<Vec<(&'static str, i64, f64)>> {
     let mut found = std::collections::HashMap::new();
     for row in rows {
         let state: String = row.try_get(0)?;
         found.insert(state, (row.try_get::<_, i64>(1)?, row.try_get::<_, f64>(2)?));
     }
-    Ok(WAITING_STATES
-        .iter()
-        .map(|state| {
-            let (count, age) = found.get(*state).copied().unwrap_or((0, 0.0));
-            (*state, count, age)
+    Ok(Status::ALL
+        .into_iter()
+        .filter(|status| status.is_open())
+        .map(|status| {
+            let state = status.as_str();
+            let (count, age) = found.get(state).copied().unwrap_or((0, 0.0));
+            (state, count, age)
         })
         .collect())
 }
