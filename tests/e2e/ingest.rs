@@ -175,3 +175,141 @@ async fn bad_lines_are_reported_by_number_and_the_good_ones_load() -> Result<()>
     std::fs::remove_file(file)?;
     Ok(())
 }
+
+impl Scratch {
+    fn index(&self, extra: &[&str]) -> Result<Output> {
+        Command::new(gatehouse_bin())
+            .arg("index")
+            .arg("--manifest")
+            .arg(workspace_root().join("spin.toml"))
+            .args(extra)
+            .env("DATABASE_URL", &self.url)
+            .env("GATEHOUSE_STATE_DIR", shared_state_dir())
+            .output()
+            .context("running gatehouse index")
+    }
+}
+
+/// The documents' nearest-neighbour indexes: name, then definition.
+async fn embedding_indexes(client: &tokio_postgres::Client) -> Result<Vec<(String, String)>> {
+    let rows = client
+        .query(
+            "SELECT i.relname::text, pg_get_indexdef(i.oid)
+               FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am am ON am.oid = i.relam
+              WHERE x.indrelid = 'documents'::regclass AND am.amname IN ('ivfflat', 'hnsw')
+              ORDER BY 1",
+            &[],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The index PostgreSQL reads for the search's shape (one containment per filter key, as the
+/// tool writes it) when it must use an index scan: which one its planner can prove serves it.
+async fn index_for_category(client: &mut tokio_postgres::Client, category: &str, embedding: &str) -> Result<String> {
+    let transaction = client.transaction().await?;
+    transaction.batch_execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off").await?;
+    let plan = transaction
+        .query(
+            "EXPLAIN SELECT id FROM documents WHERE tenant_id = $1 AND metadata @> $2
+              ORDER BY embedding <=> (SELECT $3::text::vector) LIMIT 10",
+            &[&"default", &json!({ "category": category }), &embedding],
+        )
+        .await?;
+    let plan: Vec<String> = plan.iter().map(|row| row.get(0)).collect();
+    let scan = plan.iter().find_map(|line| line.split("Index Scan using ").nth(1));
+    let index = scan.and_then(|rest| rest.split(' ').next()).map(str::to_owned);
+    index.with_context(|| format!("no index scan in {plan:#?}"))
+}
+
+/// `metadata @> {"category": category}` as `pg_get_indexdef` writes its constant.
+async fn quoted_condition(client: &tokio_postgres::Client, category: &str) -> Result<String> {
+    let row =
+        client.query_one("SELECT quote_literal(jsonb_build_object('category', $1::text)::text)", &[&category]).await?;
+    Ok(format!("metadata @> {}::jsonb", row.get::<_, String>(0)))
+}
+
+#[tokio::test]
+async fn index_builds_one_index_per_value_of_a_key_and_a_rerun_replaces_them() -> Result<()> {
+    let scratch = Scratch::create().await?;
+    // Nothing loaded: IVFFlat has nothing to learn its lists from.
+    let empty = scratch.index(&[])?;
+    let said = String::from_utf8_lossy(&empty.stderr);
+    ensure!(!empty.status.success() && said.contains("no documents are loaded"), "{said}");
+    let bad = scratch.index(&["--by", "category; DROP TABLE documents"])?;
+    ensure!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("is not a metadata key"));
+
+    let file = synthetic_corpus(600)?;
+    scratch.ingest(&file, &[])?;
+    let mut client = scratch.connect().await?;
+    // A value that needs quoting in the index's condition.
+    client
+        .execute(
+            "INSERT INTO documents (id, content, metadata, doc_date, embedding, content_hash)
+             SELECT 'quoted-' || id, content, metadata || '{\"category\": \"O''Brien''s notes\"}', doc_date,
+                    embedding, content_hash
+               FROM documents ORDER BY id LIMIT 45",
+            &[],
+        )
+        .await?;
+    let migrated = embedding_indexes(&client).await?;
+    ensure!(migrated.len() == 1 && migrated[0].1.contains("USING hnsw"), "the migrations' graph: {migrated:?}");
+
+    let built = scratch.index(&["--by", "category", "--min-documents", "40", "--probes", "7"])?;
+    ensure!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let counts = client
+        .query(
+            "SELECT metadata ->> 'category', count(*) FROM documents GROUP BY 1 HAVING count(*) >= 40 ORDER BY 1",
+            &[],
+        )
+        .await?;
+    let categories: Vec<String> = counts.iter().map(|row| row.get(0)).collect();
+    ensure!(categories.len() > 5 && categories.contains(&"O'Brien's notes".to_owned()), "{categories:?}");
+    let indexes = embedding_indexes(&client).await?;
+    assert_eq!(indexes.len(), categories.len() + 1, "{indexes:#?}");
+    let whole = indexes.iter().find(|(name, _)| name == "documents_embedding_idx").context("the whole index")?;
+    // ceil(sqrt(645)) lists.
+    ensure!(whole.1.contains("USING ivfflat (embedding vector_cosine_ops) WITH (lists='26')"), "{}", whole.1);
+    ensure!(!whole.1.contains("WHERE"));
+    for category in &categories {
+        let condition = quoted_condition(&client, category).await?;
+        let partial = indexes.iter().filter(|(_, definition)| definition.contains(&condition)).count();
+        assert_eq!(partial, 1, "one index for {category}: {indexes:#?}");
+    }
+    let settings: Vec<String> = client
+        .query_one(
+            "SELECT setconfig FROM pg_db_role_setting
+              WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) AND setrole = 0",
+            &[],
+        )
+        .await?
+        .get(0);
+    ensure!(settings.contains(&"ivfflat.probes=7".to_owned()), "{settings:?}");
+    ensure!(settings.contains(&"ivfflat.iterative_scan=relaxed_order".to_owned()), "{settings:?}");
+
+    // The tool's shape of search is served by its value's own index, quoted value included.
+    let embedding: String =
+        client.query_one("SELECT embedding::text FROM documents ORDER BY id LIMIT 1", &[]).await?.get(0);
+    for category in ["O'Brien's notes", categories[0].as_str()] {
+        let used = index_for_category(&mut client, category, &embedding).await?;
+        let definition = &indexes.iter().find(|(name, _)| *name == used).context("an index of the list")?.1;
+        let condition = quoted_condition(&client, category).await?;
+        ensure!(definition.contains(&condition), "{category} searched through {used}: {definition}");
+    }
+
+    // Again with a graph and no key: one index over everything, the partial ones gone.
+    let again = scratch.index(&["--method", "hnsw"])?;
+    ensure!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let indexes = embedding_indexes(&client).await?;
+    ensure!(indexes.len() == 1 && indexes[0].0 == "documents_embedding_idx" && indexes[0].1.contains("USING hnsw"));
+    let leftovers: i64 = client
+        .query_one("SELECT count(*) FROM pg_class WHERE relname LIKE 'documents\\_embedding%building'", &[])
+        .await?
+        .get(0);
+    assert_eq!(leftovers, 0);
+
+    drop(client);
+    scratch.drop_database().await?;
+    std::fs::remove_file(file)?;
+    Ok(())
+}

@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 pub use date::Date;
 pub use embed::{DIMENSIONS, Embedder};
-pub use query::{DEFAULT_TOP_K, Filters, MAX_TOP_K, SearchQuery, parse, validate};
+pub use query::{DEFAULT_TOP_K, Filters, MAX_TOP_K, SearchQuery, is_field_name, parse, validate};
 pub use schema::parameters_schema;
 pub use search::{Document, Found, Statement, Total, statement as search_statement};
 pub use speech::{confirmation, report};

@@ -306,7 +306,8 @@ fn aggregate(value: Option<&Value>, problems: &mut Problems) -> Option<Vec<Strin
     ok.then_some(fields)
 }
 
-fn is_field_name(name: &str) -> bool {
+/// A metadata key a filter or a total may name: letters, digits, `_` and `-`, at most 100.
+pub fn is_field_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_CHARS
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')

@@ -130,8 +130,11 @@ fn conditions(filters: &Filters, params: &mut Vec<ParameterValue>) -> Vec<String
             .collect();
         conditions.push(format!("({})", any.join(" OR ")));
     }
-    if !filters.equals.is_empty() {
-        let at = bind(params, jsonb(&Value::Object(filters.equals.clone())));
+    // One containment per key, not one for all: a partial index built for one key's value
+    // (`gatehouse index --by KEY`) serves a search only when the planner finds that index's
+    // own condition among the search's (docs/architecture.md, "Vector search").
+    for (key, value) in &filters.equals {
+        let at = bind(params, jsonb(&json!({ key: value })));
         conditions.push(format!("metadata @> {at}"));
     }
     conditions
@@ -255,6 +258,20 @@ mod tests {
         assert!(matches!(statement.params[3], ParameterValue::Date((2024, 7, 1))));
         assert!(matches!(&statement.params[6], ParameterValue::Jsonb(v) if v == br#"{"region":"South'west"}"#));
         assert!(matches!(&statement.params[7], ParameterValue::Jsonb(v) if v == br#"{"owner":"O'Brien"}"#));
+    }
+
+    #[test]
+    fn each_equality_is_a_containment_of_its_own_so_a_partial_index_can_serve_it() {
+        let statement = statement(
+            &query(
+                json!({"user_query": "x", "structured_query": {"filters": {"category": "sales_report", "product": "Falcon camera"}}}),
+            ),
+            "default",
+            &[1.0],
+        );
+        assert!(statement.sql.contains("tenant_id = $3 AND metadata @> $4 AND metadata @> $5\n"), "{}", statement.sql);
+        assert!(matches!(&statement.params[3], ParameterValue::Jsonb(v) if v == br#"{"category":"sales_report"}"#));
+        assert!(matches!(&statement.params[4], ParameterValue::Jsonb(v) if v == br#"{"product":"Falcon camera"}"#));
     }
 
     /// The statement's text outside parentheses: its columns are all subqueries, so it reads

@@ -4,6 +4,7 @@ mod build;
 mod demo;
 mod dev_gmail;
 mod embeddings;
+mod index;
 mod ingest;
 mod keys;
 mod metrics;
@@ -47,6 +48,9 @@ enum Command {
     /// Load documents from a JSONL file into the `documents` table, embedded with
     /// all-minilm-l6-v2 (migrates first; re-running on the same file changes nothing).
     Ingest(ingest::IngestArgs),
+    /// Build the documents' nearest-neighbour indexes for the documents loaded: one over all of
+    /// them and, with `--by KEY`, one per value of a metadata key (docs/architecture.md).
+    Index(index::IndexArgs),
     /// Serve the embedding model over an OpenAI-compatible `/v1/embeddings`, for Spin hosts
     /// without a local model (docs/embeddings.md).
     #[command(subcommand)]
@@ -141,6 +145,7 @@ impl Cli {
             }
             Command::Up(args) => up::run(args).await,
             Command::Ingest(args) => ingest::run(args).await,
+            Command::Index(args) => index::run(args).await,
             Command::Embeddings(command) => embeddings::run(command).await,
             Command::Metrics(command) => metrics::run(command).await,
             Command::Bench(args) => bench::run(args).await,

@@ -1,0 +1,246 @@
+//! `gatehouse index`: builds the nearest-neighbour indexes `query_vector_db` searches through,
+//! sized to the documents loaded (docs/architecture.md, "Vector search").
+//!
+//! One index covers every document. With `--by KEY`, each value of that metadata key that
+//! holds at least `--min-documents` documents gets a partial index of its own, so a search
+//! filtered on the value reads only its documents: a filter that picks one kind of document
+//! out of a dozen leaves a whole-corpus index nothing near the question to walk to.
+//!
+//! Every index is built concurrently under a new name and swapped in after it is valid, so
+//! searches and ingests go on while it builds; what an earlier run built and this one does not
+//! want is dropped. DDL takes no parameters, so the statements are written by the database
+//! itself (`format` with `%I` and `%L`) from bound values.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use serde_json::Value;
+use tokio_postgres::Client;
+use tokio_postgres::types::ToSql;
+
+use super::AppArgs;
+use super::keys::on_database;
+
+/// The index over every document. Every index this command builds is named
+/// `documents_embedding_...`, as is migration V4's graph, which the first run replaces.
+const WHOLE: &str = "documents_embedding_idx";
+/// The LIKE pattern for those names (`\_` is an underscore, not any character).
+const ANY_INDEX: &str = "documents\\_embedding\\_%";
+/// Partial indexes are named this, then the first 16 hex digits of the MD5 of their condition.
+const PARTIAL_PREFIX: &str = "documents_embedding_by_";
+/// Suffix of an index being built; one left over from an interrupted run is dropped first.
+const BUILDING: &str = "_building";
+/// More partial indexes than this would cost more to keep than the searches gain: a key with
+/// so many values is a poor one to index by.
+const MAX_PARTIAL: i64 = 64;
+
+#[derive(Args)]
+pub(super) struct IndexArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// `ivfflat`: lists made from the documents loaded (the square root of their count), the
+    /// nearest at a million documents; build it again once the corpus has grown by half.
+    /// `hnsw`: a graph that takes new documents as they come, as the migrations make it.
+    #[arg(long, value_enum, default_value_t = Method::Ivfflat)]
+    method: Method,
+    /// A metadata key whose values searches filter by, each value matching a large share of
+    /// the documents (a category, a document kind): one partial index per value.
+    #[arg(long, value_name = "KEY", value_parser = parse_key)]
+    by: Option<String>,
+    /// A value of `--by` needs at least this many documents for an index of its own; fewer are
+    /// sorted exactly, which takes a few milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
+    min_documents: i64,
+    /// IVFFlat lists each search reads (`ivfflat.probes`), set for the database.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    probes: u16,
+    /// Memory the database may use to build each index (`maintenance_work_mem`, for this
+    /// command's session only). IVFFlat's k-means needs about 270 MB for 1,000 lists.
+    #[arg(long, value_name = "SIZE", default_value = "1GB")]
+    build_memory: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Method {
+    Ivfflat,
+    Hnsw,
+}
+
+/// The metadata keys a search may filter on (the tool's own rule for field names).
+fn parse_key(key: &str) -> Result<String, String> {
+    if gatehouse_vector_search::is_field_name(key) {
+        Ok(key.to_owned())
+    } else {
+        Err(format!("{key:?} is not a metadata key a search can filter on (letters, digits, _ and -)"))
+    }
+}
+
+/// One index to build: over every document, or over those whose metadata contains `condition`.
+struct Planned {
+    name: String,
+    condition: Option<Value>,
+    documents: i64,
+}
+
+pub(super) async fn run(args: IndexArgs) -> Result<()> {
+    on_database(&args.app, async |client| build(client, &args).await).await
+}
+
+async fn build(client: &Client, args: &IndexArgs) -> Result<()> {
+    client
+        .query_one("SELECT set_config('maintenance_work_mem', $1, false)", &[&args.build_memory])
+        .await
+        .with_context(|| format!("setting maintenance_work_mem to {:?}", args.build_memory))?;
+    let planned = plan(client, args).await?;
+    for leftover in names(client, &format!("%\\{BUILDING}")).await? {
+        drop_index(client, &leftover).await?;
+    }
+    for index in &planned {
+        let clock = Instant::now();
+        let building = format!("{}{BUILDING}", index.name);
+        create(client, args, index, &building).await?;
+        drop_index(client, &index.name).await?;
+        client
+            .batch_execute(&quoted(client, "ALTER INDEX %I RENAME TO %I", &[&building, &index.name]).await?)
+            .await
+            .with_context(|| format!("renaming {building} to {}", index.name))?;
+        let condition =
+            index.condition.as_ref().map_or_else(|| "every document".to_owned(), |c| format!("metadata @> {c}"));
+        eprintln!("built {} over {} documents ({condition}) in {:.1?}", index.name, index.documents, clock.elapsed());
+    }
+    // Whatever an earlier run built that this one does not want: the graph of migration V4,
+    // another key's partial indexes, a value now below --min-documents.
+    let wanted: Vec<&str> = planned.iter().map(|index| index.name.as_str()).collect();
+    for name in names(client, ANY_INDEX).await? {
+        if !wanted.contains(&name.as_str()) {
+            drop_index(client, &name).await?;
+            eprintln!("dropped {name}");
+        }
+    }
+    if args.method == Method::Ivfflat {
+        settings(client, args.probes).await?;
+    }
+    client.batch_execute("ANALYZE documents").await.context("analyzing documents")?;
+    Ok(())
+}
+
+/// The whole-corpus index, then one per value of `--by` with enough documents.
+async fn plan(client: &Client, args: &IndexArgs) -> Result<Vec<Planned>> {
+    let documents: i64 =
+        client.query_one("SELECT count(*) FROM documents", &[]).await.context("counting documents")?.try_get(0)?;
+    if documents == 0 && args.method == Method::Ivfflat {
+        bail!("no documents are loaded: IVFFlat learns its lists from them, so ingest first");
+    }
+    let mut planned = vec![Planned { name: WHOLE.to_owned(), condition: None, documents }];
+    let Some(key) = &args.by else { return Ok(planned) };
+    // Scalars only: a search's equality filter is a string, a number or a boolean.
+    let rows = client
+        .query(
+            "SELECT jsonb_build_object($1::text, metadata -> $1::text) AS condition, count(*) AS documents
+               FROM documents
+              WHERE jsonb_typeof(metadata -> $1::text) IN ('string', 'number', 'boolean')
+              GROUP BY metadata -> $1::text
+             HAVING count(*) >= $2
+              ORDER BY documents DESC
+              LIMIT $3",
+            &[key, &args.min_documents, &(MAX_PARTIAL + 1)],
+        )
+        .await
+        .with_context(|| format!("counting the documents of each value of {key:?}"))?;
+    if rows.len() as i64 > MAX_PARTIAL {
+        bail!(
+            "{key:?} has more than {MAX_PARTIAL} values with at least {} documents each: too many indexes to keep; \
+             raise --min-documents or choose a key with fewer values",
+            args.min_documents
+        );
+    }
+    if rows.is_empty() {
+        eprintln!("no value of {key:?} holds {} documents or more: no partial index", args.min_documents);
+    }
+    for row in rows {
+        let condition: Value = row.try_get("condition")?;
+        let name: String = client
+            .query_one("SELECT $1 || left(md5($2::jsonb::text), 16)", &[&PARTIAL_PREFIX, &condition])
+            .await?
+            .try_get(0)?;
+        planned.push(Planned { name, condition: Some(condition), documents: row.try_get("documents")? });
+    }
+    Ok(planned)
+}
+
+async fn create(client: &Client, args: &IndexArgs, index: &Planned, name: &str) -> Result<()> {
+    let using = match args.method {
+        // pgvector's advice up to a million rows is rows / 1000 lists and above it the square
+        // root; the square root throughout gives a partial index of 80,000 documents 283 lists,
+        // so the same probes read a larger share of a smaller index.
+        Method::Ivfflat => {
+            let lists = (index.documents as f64).sqrt().ceil().max(1.0) as i64;
+            format!("ivfflat (embedding vector_cosine_ops) WITH (lists = {lists})")
+        }
+        Method::Hnsw => "hnsw (embedding vector_cosine_ops)".to_owned(),
+    };
+    let statement = match &index.condition {
+        None => quoted(client, &format!("CREATE INDEX CONCURRENTLY %I ON documents USING {using}"), &[&name]).await?,
+        Some(condition) => {
+            quoted(
+                client,
+                &format!("CREATE INDEX CONCURRENTLY %I ON documents USING {using} WHERE metadata @> %L::jsonb"),
+                &[&name, &condition.to_string()],
+            )
+            .await?
+        }
+    };
+    client.batch_execute(&statement).await.with_context(|| format!("building {name}"))
+}
+
+/// `template` with its `%I` and `%L` filled in from `values` by the database's own quoting.
+async fn quoted(client: &Client, template: &str, values: &[&str]) -> Result<String> {
+    let arguments: String = (2..=values.len() + 1).map(|n| format!(", ${n}::text")).collect();
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&template];
+    params.extend(values.iter().map(|value| value as &(dyn ToSql + Sync)));
+    let row = client.query_one(&format!("SELECT format($1::text{arguments})"), &params).await;
+    Ok(row.context("quoting a statement")?.try_get(0)?)
+}
+
+async fn drop_index(client: &Client, name: &str) -> Result<()> {
+    client
+        .batch_execute(&quoted(client, "DROP INDEX CONCURRENTLY IF EXISTS %I", &[name]).await?)
+        .await
+        .with_context(|| format!("dropping {name}"))
+}
+
+/// The documents' indexes whose names match `pattern` (LIKE).
+async fn names(client: &Client, pattern: &str) -> Result<Vec<String>> {
+    let rows = client
+        .query(
+            "SELECT indexname FROM pg_indexes
+              WHERE schemaname = current_schema() AND tablename = 'documents' AND indexname LIKE $1
+              ORDER BY indexname",
+            &[&pattern],
+        )
+        .await
+        .context("listing the documents' indexes")?;
+    rows.iter().map(|row| row.try_get(0).map_err(Into::into)).collect()
+}
+
+/// The probes, and the iterative scan that keeps a filtered search reading lists until it has
+/// its `top_k`, for every new connection to the database.
+async fn settings(client: &Client, probes: u16) -> Result<()> {
+    for (setting, value) in
+        [("ivfflat.probes", probes.to_string()), ("ivfflat.iterative_scan", "relaxed_order".to_owned())]
+    {
+        let statement = client
+            .query_one(
+                "SELECT format('ALTER DATABASE %I SET %s = %L', current_database(), $1::text, $2::text)",
+                &[&setting, &value],
+            )
+            .await?
+            .try_get::<_, String>(0)?;
+        client.batch_execute(&statement).await.with_context(|| {
+            format!("setting {setting} for the database (only its owner can): searches use the default until it is set")
+        })?;
+    }
+    eprintln!("set ivfflat.probes = {probes} and ivfflat.iterative_scan = relaxed_order for new connections");
+    Ok(())
+}
