@@ -212,7 +212,7 @@ async fn index_for_category(client: &mut tokio_postgres::Client, category: &str,
     let plan = transaction
         .query(
             "EXPLAIN SELECT id FROM documents WHERE tenant_id = $1 AND metadata @> $2
-              ORDER BY embedding <=> (SELECT $3::text::vector) LIMIT 10",
+              ORDER BY embedding::halfvec(384) <=> (SELECT $3::text::halfvec(384)) LIMIT 10",
             &[&"default", &json!({ "category": category }), &embedding],
         )
         .await?;
@@ -253,23 +253,36 @@ async fn index_builds_one_index_per_value_of_a_key_and_a_rerun_replaces_them() -
         )
         .await?;
     let migrated = embedding_indexes(&client).await?;
-    ensure!(migrated.len() == 1 && migrated[0].1.contains("USING hnsw"), "the migrations' graph: {migrated:?}");
+    ensure!(
+        migrated.len() == 1 && migrated[0].1.contains("USING hnsw (((embedding)::halfvec(384)) halfvec_cosine_ops)"),
+        "the migrations' graph: {migrated:?}"
+    );
 
-    let built = scratch.index(&["--by", "category", "--min-documents", "40", "--probes", "7"])?;
+    // A key with a value for almost every document would make hundreds of indexes.
+    let many = scratch.index(&["--by", "account", "--min-documents", "1"])?;
+    let said = String::from_utf8_lossy(&many.stderr);
+    ensure!(!many.status.success() && said.contains("too many indexes"), "{said}");
+
+    let built = scratch.index(&["--by", "category", "--by", "product", "--min-documents", "40", "--probes", "7"])?;
     ensure!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-    let counts = client
-        .query(
-            "SELECT metadata ->> 'category', count(*) FROM documents GROUP BY 1 HAVING count(*) >= 40 ORDER BY 1",
-            &[],
-        )
-        .await?;
-    let categories: Vec<String> = counts.iter().map(|row| row.get(0)).collect();
+    let values = async |key: &str| -> Result<Vec<String>> {
+        let rows = client
+            .query("SELECT metadata ->> $1::text FROM documents GROUP BY 1 HAVING count(*) >= 40 ORDER BY 1", &[&key])
+            .await?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    };
+    let (categories, products) = (values("category").await?, values("product").await?);
     ensure!(categories.len() > 5 && categories.contains(&"O'Brien's notes".to_owned()), "{categories:?}");
+    ensure!(products.len() > 3, "{products:?}");
     let indexes = embedding_indexes(&client).await?;
-    assert_eq!(indexes.len(), categories.len() + 1, "{indexes:#?}");
+    assert_eq!(indexes.len(), categories.len() + products.len() + 1, "{indexes:#?}");
     let whole = indexes.iter().find(|(name, _)| name == "documents_embedding_idx").context("the whole index")?;
     // ceil(sqrt(645)) lists.
-    ensure!(whole.1.contains("USING ivfflat (embedding vector_cosine_ops) WITH (lists='26')"), "{}", whole.1);
+    ensure!(
+        whole.1.contains("USING ivfflat (((embedding)::halfvec(384)) halfvec_cosine_ops) WITH (lists='26')"),
+        "{}",
+        whole.1
+    );
     ensure!(!whole.1.contains("WHERE"));
     for category in &categories {
         let condition = quoted_condition(&client, category).await?;

@@ -88,16 +88,24 @@ pub(crate) async fn run(database_url: &str, model_dir: &Path) -> Result<()> {
         gatehouse_pg_connect::connect(database_url).await.context("connecting to the database for recall")?;
     let documents = searched_documents(&db, "recall").await?;
     let settings = db
-        .query_one("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')", &[])
+        .query_one(
+            "SELECT current_setting('hnsw.ef_search'), current_setting('ivfflat.probes'),
+                    (SELECT string_agg(indexes || ' ' || amname, ', ' ORDER BY amname)
+                       FROM (SELECT am.amname::text, count(*) AS indexes
+                               FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am am ON am.oid = i.relam
+                              WHERE x.indrelid = 'documents'::regclass AND am.amname IN ('hnsw', 'ivfflat')
+                              GROUP BY am.amname) counted)",
+            &[],
+        )
         .await
         .context("reading pgvector's settings")?;
-    let (ef_search, iterative): (String, String) = (settings.get(0), settings.get(1));
+    let (ef_search, probes, indexes): (String, String, Option<String>) =
+        (settings.try_get(0)?, settings.try_get(1)?, settings.try_get(2)?);
     println!(
-        "recall: {documents} documents; hnsw.ef_search {ef_search}, hnsw.iterative_scan {iterative}; \
-         {} texts under {} filter sets",
-        TEXTS.len(),
-        filter_sets().len()
+        "recall: {documents} documents; hnsw.ef_search {ef_search}, ivfflat.probes {probes}; indexes: {}",
+        indexes.unwrap_or_else(|| "none".to_owned())
     );
+    println!("recall: {} texts under {} filter sets", TEXTS.len(), filter_sets().len());
     let model_dir = model_dir.to_path_buf();
     let embedded = tokio::task::spawn_blocking(move || -> Result<Vec<Vec<f32>>> {
         let embedder = Embedder::load(&model_dir).context("loading the embedding model")?;

@@ -23,7 +23,7 @@ pub use date::Date;
 pub use embed::{DIMENSIONS, Embedder};
 pub use query::{DEFAULT_TOP_K, Filters, MAX_TOP_K, SearchQuery, is_field_name, parse, validate};
 pub use schema::parameters_schema;
-pub use search::{Document, Found, Statement, Total, statement as search_statement};
+pub use search::{Document, Found, INDEXED_EMBEDDING, Statement, Total, statement as search_statement};
 pub use speech::{confirmation, report};
 pub use tool::VectorQuery;
 

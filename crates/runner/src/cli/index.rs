@@ -1,10 +1,10 @@
 //! `gatehouse index`: builds the nearest-neighbour indexes `query_vector_db` searches through,
 //! sized to the documents loaded (docs/architecture.md, "Vector search").
 //!
-//! One index covers every document. With `--by KEY`, each value of that metadata key that
-//! holds at least `--min-documents` documents gets a partial index of its own, so a search
-//! filtered on the value reads only its documents: a filter that picks one kind of document
-//! out of a dozen leaves a whole-corpus index nothing near the question to walk to.
+//! One index covers every document. With `--by KEY` (repeatable), each value of that metadata
+//! key that holds at least `--min-documents` documents gets a partial index of its own, so a
+//! search filtered on the value reads only its documents: a filter that picks one kind of
+//! document out of a dozen leaves a whole-corpus index nothing near the question to walk to.
 //!
 //! Every index is built concurrently under a new name and swapped in after it is valid, so
 //! searches and ingests go on while it builds; what an earlier run built and this one does not
@@ -19,6 +19,8 @@ use serde_json::Value;
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
+use gatehouse_vector_search::INDEXED_EMBEDDING;
+
 use super::AppArgs;
 use super::keys::on_database;
 
@@ -31,8 +33,8 @@ const ANY_INDEX: &str = "documents\\_embedding\\_%";
 const PARTIAL_PREFIX: &str = "documents_embedding_by_";
 /// Suffix of an index being built; one left over from an interrupted run is dropped first.
 const BUILDING: &str = "_building";
-/// More partial indexes than this would cost more to keep than the searches gain: a key with
-/// so many values is a poor one to index by.
+/// More partial indexes than this, over all keys, would cost more to keep than the searches
+/// gain: a key with so many values is a poor one to index by.
 const MAX_PARTIAL: i64 = 64;
 
 #[derive(Args)]
@@ -45,9 +47,9 @@ pub(super) struct IndexArgs {
     #[arg(long, value_enum, default_value_t = Method::Ivfflat)]
     method: Method,
     /// A metadata key whose values searches filter by, each value matching a large share of
-    /// the documents (a category, a document kind): one partial index per value.
+    /// the documents (a category, a product): one partial index per value. Repeatable.
     #[arg(long, value_name = "KEY", value_parser = parse_key)]
-    by: Option<String>,
+    by: Vec<String>,
     /// A value of `--by` needs at least this many documents for an index of its own; fewer are
     /// sorted exactly, which takes a few milliseconds.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
@@ -125,7 +127,7 @@ async fn build(client: &Client, args: &IndexArgs) -> Result<()> {
     Ok(())
 }
 
-/// The whole-corpus index, then one per value of `--by` with enough documents.
+/// The whole-corpus index, then one per value of each `--by` key with enough documents.
 async fn plan(client: &Client, args: &IndexArgs) -> Result<Vec<Planned>> {
     let documents: i64 =
         client.query_one("SELECT count(*) FROM documents", &[]).await.context("counting documents")?.try_get(0)?;
@@ -133,38 +135,42 @@ async fn plan(client: &Client, args: &IndexArgs) -> Result<Vec<Planned>> {
         bail!("no documents are loaded: IVFFlat learns its lists from them, so ingest first");
     }
     let mut planned = vec![Planned { name: WHOLE.to_owned(), condition: None, documents }];
-    let Some(key) = &args.by else { return Ok(planned) };
-    // Scalars only: a search's equality filter is a string, a number or a boolean.
-    let rows = client
-        .query(
-            "SELECT jsonb_build_object($1::text, metadata -> $1::text) AS condition, count(*) AS documents
-               FROM documents
-              WHERE jsonb_typeof(metadata -> $1::text) IN ('string', 'number', 'boolean')
-              GROUP BY metadata -> $1::text
-             HAVING count(*) >= $2
-              ORDER BY documents DESC
-              LIMIT $3",
-            &[key, &args.min_documents, &(MAX_PARTIAL + 1)],
-        )
-        .await
-        .with_context(|| format!("counting the documents of each value of {key:?}"))?;
-    if rows.len() as i64 > MAX_PARTIAL {
-        bail!(
-            "{key:?} has more than {MAX_PARTIAL} values with at least {} documents each: too many indexes to keep; \
-             raise --min-documents or choose a key with fewer values",
-            args.min_documents
-        );
-    }
-    if rows.is_empty() {
-        eprintln!("no value of {key:?} holds {} documents or more: no partial index", args.min_documents);
-    }
-    for row in rows {
-        let condition: Value = row.try_get("condition")?;
-        let name: String = client
-            .query_one("SELECT $1 || left(md5($2::jsonb::text), 16)", &[&PARTIAL_PREFIX, &condition])
-            .await?
-            .try_get(0)?;
-        planned.push(Planned { name, condition: Some(condition), documents: row.try_get("documents")? });
+    let mut keys = args.by.clone();
+    keys.dedup();
+    for key in &keys {
+        // Scalars only: a search's equality filter is a string, a number or a boolean.
+        let rows = client
+            .query(
+                "SELECT jsonb_build_object($1::text, metadata -> $1::text) AS condition, count(*) AS documents
+                   FROM documents
+                  WHERE jsonb_typeof(metadata -> $1::text) IN ('string', 'number', 'boolean')
+                  GROUP BY metadata -> $1::text
+                 HAVING count(*) >= $2
+                  ORDER BY documents DESC
+                  LIMIT $3",
+                &[key, &args.min_documents, &(MAX_PARTIAL + 1)],
+            )
+            .await
+            .with_context(|| format!("counting the documents of each value of {key:?}"))?;
+        if rows.is_empty() {
+            eprintln!("no value of {key:?} holds {} documents or more: no partial index", args.min_documents);
+        }
+        for row in rows {
+            let condition: Value = row.try_get("condition")?;
+            let name: String = client
+                .query_one("SELECT $1 || left(md5($2::jsonb::text), 16)", &[&PARTIAL_PREFIX, &condition])
+                .await?
+                .try_get(0)?;
+            planned.push(Planned { name, condition: Some(condition), documents: row.try_get("documents")? });
+        }
+        if planned.len() as i64 > MAX_PARTIAL + 1 {
+            bail!(
+                "more than {MAX_PARTIAL} values of {} hold at least {} documents each: too many indexes to keep; \
+                 raise --min-documents or choose keys with fewer values",
+                keys.join(" and "),
+                args.min_documents
+            );
+        }
     }
     Ok(planned)
 }
@@ -176,9 +182,9 @@ async fn create(client: &Client, args: &IndexArgs, index: &Planned, name: &str) 
         // so the same probes read a larger share of a smaller index.
         Method::Ivfflat => {
             let lists = (index.documents as f64).sqrt().ceil().max(1.0) as i64;
-            format!("ivfflat (embedding vector_cosine_ops) WITH (lists = {lists})")
+            format!("ivfflat (({INDEXED_EMBEDDING}) halfvec_cosine_ops) WITH (lists = {lists})")
         }
-        Method::Hnsw => "hnsw (embedding vector_cosine_ops)".to_owned(),
+        Method::Hnsw => format!("hnsw (({INDEXED_EMBEDDING}) halfvec_cosine_ops)"),
     };
     let statement = match &index.condition {
         None => quoted(client, &format!("CREATE INDEX CONCURRENTLY %I ON documents USING {using}"), &[&name]).await?,
