@@ -316,7 +316,11 @@ async fn index_builds_one_index_per_value_of_a_key_and_a_rerun_replaces_them() -
     let indexes = embedding_indexes(&client).await?;
     ensure!(indexes.len() == 1 && indexes[0].0 == "documents_embedding_idx" && indexes[0].1.contains("USING hnsw"));
     let leftovers: i64 = client
-        .query_one("SELECT count(*) FROM pg_class WHERE relname LIKE 'documents\\_embedding%building'", &[])
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE 'documents\\_embedding%\\_building'
+                                               OR relname LIKE 'documents\\_embedding%\\_retired'",
+            &[],
+        )
         .await?
         .get(0);
     assert_eq!(leftovers, 0);

@@ -24,15 +24,17 @@ use gatehouse_vector_search::INDEXED_EMBEDDING;
 use super::AppArgs;
 use super::keys::on_database;
 
-/// The index over every document. Every index this command builds is named
-/// `documents_embedding_...`, as is migration V4's graph, which the first run replaces.
+/// The index over every document, the name the migrations' graph has too (V27). Every index
+/// this command builds is named `documents_embedding_...`, as V4's graph was.
 const WHOLE: &str = "documents_embedding_idx";
 /// The LIKE pattern for those names (`\_` is an underscore, not any character).
 const ANY_INDEX: &str = "documents\\_embedding\\_%";
 /// Partial indexes are named this, then the first 16 hex digits of the MD5 of their condition.
 const PARTIAL_PREFIX: &str = "documents_embedding_by_";
-/// Suffix of an index being built; one left over from an interrupted run is dropped first.
+/// Suffixes of an index being built and of the one it replaces, until it is dropped; one left
+/// over from an interrupted run is dropped first.
 const BUILDING: &str = "_building";
+const RETIRED: &str = "_retired";
 /// More partial indexes than this, over all keys, would cost more to keep than the searches
 /// gain: a key with so many values is a poor one to index by.
 const MAX_PARTIAL: i64 = 64;
@@ -95,24 +97,29 @@ async fn build(client: &Client, args: &IndexArgs) -> Result<()> {
         .await
         .with_context(|| format!("setting maintenance_work_mem to {:?}", args.build_memory))?;
     let planned = plan(client, args).await?;
-    for leftover in names(client, &format!("%\\{BUILDING}")).await? {
-        drop_index(client, &leftover).await?;
+    for suffix in [BUILDING, RETIRED] {
+        for leftover in names(client, &format!("%\\{suffix}")).await? {
+            drop_index(client, &leftover).await?;
+        }
     }
     for index in &planned {
         let clock = Instant::now();
-        let building = format!("{}{BUILDING}", index.name);
+        let (building, retired) = (format!("{}{BUILDING}", index.name), format!("{}{RETIRED}", index.name));
         create(client, args, index, &building).await?;
-        drop_index(client, &index.name).await?;
-        client
-            .batch_execute(&quoted(client, "ALTER INDEX %I RENAME TO %I", &[&building, &index.name]).await?)
-            .await
-            .with_context(|| format!("renaming {building} to {}", index.name))?;
+        // Renames are quick; the old index serves searches until the new one has its name, so
+        // no search ever finds no index to use.
+        let swap = [
+            quoted(client, "ALTER INDEX IF EXISTS %I RENAME TO %I", &[&index.name, &retired]).await?,
+            quoted(client, "ALTER INDEX %I RENAME TO %I", &[&building, &index.name]).await?,
+        ];
+        client.batch_execute(&swap.join(";\n")).await.with_context(|| format!("swapping {building} in"))?;
+        drop_index(client, &retired).await?;
         let condition =
             index.condition.as_ref().map_or_else(|| "every document".to_owned(), |c| format!("metadata @> {c}"));
         eprintln!("built {} over {} documents ({condition}) in {:.1?}", index.name, index.documents, clock.elapsed());
     }
-    // Whatever an earlier run built that this one does not want: the graph of migration V4,
-    // another key's partial indexes, a value now below --min-documents.
+    // Whatever an earlier run built that this one does not want: V4's graph, another key's
+    // partial indexes, a value now below --min-documents.
     let wanted: Vec<&str> = planned.iter().map(|index| index.name.as_str()).collect();
     for name in names(client, ANY_INDEX).await? {
         if !wanted.contains(&name.as_str()) {
@@ -187,12 +194,12 @@ async fn create(client: &Client, args: &IndexArgs, index: &Planned, name: &str) 
         Method::Hnsw => format!("hnsw (({INDEXED_EMBEDDING}) halfvec_cosine_ops)"),
     };
     let statement = match &index.condition {
-        None => quoted(client, &format!("CREATE INDEX CONCURRENTLY %I ON documents USING {using}"), &[&name]).await?,
+        None => quoted(client, &format!("CREATE INDEX CONCURRENTLY %I ON documents USING {using}"), &[name]).await?,
         Some(condition) => {
             quoted(
                 client,
                 &format!("CREATE INDEX CONCURRENTLY %I ON documents USING {using} WHERE metadata @> %L::jsonb"),
-                &[&name, &condition.to_string()],
+                &[name, &condition.to_string()],
             )
             .await?
         }
