@@ -1,5 +1,6 @@
 //! `gatehouse ingest` end to end: the real binary, the real model, a real PostgreSQL. Each test
 //! loads into a database of its own, so its counts are exact whatever other tests ingest.
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -29,21 +30,31 @@ impl Scratch {
         gatehouse_tests::connect(&self.url).await
     }
 
-    fn ingest(&self, file: &Path, extra: &[&str]) -> Result<(String, String)> {
-        let out: Output = Command::new(gatehouse_bin())
-            .arg("ingest")
-            .arg(file)
+    /// `gatehouse ARGS...` against this database, with the project's manifest.
+    fn gatehouse(&self, args: &[&OsStr]) -> Result<Output> {
+        Command::new(gatehouse_bin())
+            .args(args)
             .arg("--manifest")
             .arg(workspace_root().join("spin.toml"))
-            .args(extra)
             .env("DATABASE_URL", &self.url)
             .env("GATEHOUSE_STATE_DIR", shared_state_dir())
             .output()
-            .context("running gatehouse ingest")?;
+            .with_context(|| format!("running gatehouse {args:?}"))
+    }
+
+    fn ingest(&self, file: &Path, extra: &[&str]) -> Result<(String, String)> {
+        let mut args = vec![OsStr::new("ingest"), file.as_os_str()];
+        args.extend(extra.iter().map(OsStr::new));
+        let out = self.gatehouse(&args)?;
         let (stdout, stderr) =
             (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
         ensure!(out.status.success(), "ingest failed:\n{stdout}\n{stderr}");
         Ok((stdout, stderr))
+    }
+
+    fn index(&self, extra: &[&str]) -> Result<Output> {
+        let args: Vec<&OsStr> = std::iter::once("index").chain(extra.iter().copied()).map(OsStr::new).collect();
+        self.gatehouse(&args)
     }
 
     async fn drop_database(self) -> Result<()> {
@@ -174,20 +185,6 @@ async fn bad_lines_are_reported_by_number_and_the_good_ones_load() -> Result<()>
     scratch.drop_database().await?;
     std::fs::remove_file(file)?;
     Ok(())
-}
-
-impl Scratch {
-    fn index(&self, extra: &[&str]) -> Result<Output> {
-        Command::new(gatehouse_bin())
-            .arg("index")
-            .arg("--manifest")
-            .arg(workspace_root().join("spin.toml"))
-            .args(extra)
-            .env("DATABASE_URL", &self.url)
-            .env("GATEHOUSE_STATE_DIR", shared_state_dir())
-            .output()
-            .context("running gatehouse index")
-    }
 }
 
 /// The documents' nearest-neighbour indexes: name, then definition.
