@@ -1,5 +1,5 @@
 //! The `recall` scenario: how many of the ten nearest documents `query_vector_db`'s search
-//! finds through the HNSW index, against an exact search of the same statement.
+//! finds through its nearest-neighbour index, against an exact search of the same statement.
 //!
 //! Each search is the tool's own statement ([`gatehouse_vector_search::search_statement`]),
 //! built from the same parameters an agent writes and a query embedded by the same model. It

@@ -27,7 +27,7 @@ pub(crate) enum Scenario {
     /// `gatehouse embeddings serve` in this process: documents a second at each concurrency
     /// level, one a request, beside the model embedding them here.
     EmbedServe,
-    /// The vector search's recall@10 through the HNSW index against an exact search, with
+    /// The vector search's recall@10 through its nearest-neighbour index against an exact search, with
     /// filters, over the ingested documents.
     Recall,
     /// GET /voice-tools/calls: the first page of the first tenant's calls, newest first.

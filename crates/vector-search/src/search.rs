@@ -1,5 +1,5 @@
 //! The search itself: one parameterized statement that finds the `top_k` nearest documents
-//! through the HNSW index and, when the search asks for totals, counts and totals every
+//! through a nearest-neighbour index and, when the search asks for totals, counts and totals every
 //! document the filters match.
 //!
 //! Totals cover all filter matches, not only the documents returned: "Q3 revenue in the
