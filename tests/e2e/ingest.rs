@@ -260,7 +260,19 @@ async fn index_builds_one_index_per_value_of_a_key_and_a_rerun_replaces_them() -
     let said = String::from_utf8_lossy(&many.stderr);
     ensure!(!many.status.success() && said.contains("too many indexes"), "{said}");
 
-    let built = scratch.index(&["--by", "category", "--by", "product", "--min-documents", "40", "--probes", "7"])?;
+    // A key given twice is indexed once.
+    let built = scratch.index(&[
+        "--by",
+        "category",
+        "--by",
+        "product",
+        "--by",
+        "category",
+        "--min-documents",
+        "40",
+        "--probes",
+        "7",
+    ])?;
     ensure!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let values = async |key: &str| -> Result<Vec<String>> {
         let rows = client
@@ -273,6 +285,8 @@ async fn index_builds_one_index_per_value_of_a_key_and_a_rerun_replaces_them() -
     ensure!(products.len() > 3, "{products:?}");
     let indexes = embedding_indexes(&client).await?;
     assert_eq!(indexes.len(), categories.len() + products.len() + 1, "{indexes:#?}");
+    let builds = String::from_utf8_lossy(&built.stderr).lines().filter(|line| line.starts_with("built ")).count();
+    assert_eq!(builds, indexes.len(), "each index built once");
     let whole = indexes.iter().find(|(name, _)| name == "documents_embedding_idx").context("the whole index")?;
     // ceil(sqrt(645)) lists.
     ensure!(

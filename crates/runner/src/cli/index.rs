@@ -142,20 +142,26 @@ async fn plan(client: &Client, args: &IndexArgs) -> Result<Vec<Planned>> {
         bail!("no documents are loaded: IVFFlat learns its lists from them, so ingest first");
     }
     let mut planned = vec![Planned { name: WHOLE.to_owned(), condition: None, documents }];
-    let mut keys = args.by.clone();
-    keys.dedup();
+    // Each key once, in the order given (`dedup` alone would keep a key repeated further on).
+    let mut keys: Vec<&String> = Vec::new();
+    for key in &args.by {
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
     for key in &keys {
         // Scalars only: a search's equality filter is a string, a number or a boolean.
         let rows = client
             .query(
-                "SELECT jsonb_build_object($1::text, metadata -> $1::text) AS condition, count(*) AS documents
-                   FROM documents
-                  WHERE jsonb_typeof(metadata -> $1::text) IN ('string', 'number', 'boolean')
-                  GROUP BY metadata -> $1::text
-                 HAVING count(*) >= $2
-                  ORDER BY documents DESC
-                  LIMIT $3",
-                &[key, &args.min_documents, &(MAX_PARTIAL + 1)],
+                "SELECT condition, $4 || left(md5(condition::text), 16) AS name, documents
+                   FROM (SELECT jsonb_build_object($1::text, metadata -> $1::text) AS condition, count(*) AS documents
+                           FROM documents
+                          WHERE jsonb_typeof(metadata -> $1::text) IN ('string', 'number', 'boolean')
+                          GROUP BY metadata -> $1::text
+                         HAVING count(*) >= $2
+                          ORDER BY documents DESC
+                          LIMIT $3) counted",
+                &[key, &args.min_documents, &(MAX_PARTIAL + 1), &PARTIAL_PREFIX],
             )
             .await
             .with_context(|| format!("counting the documents of each value of {key:?}"))?;
@@ -163,18 +169,17 @@ async fn plan(client: &Client, args: &IndexArgs) -> Result<Vec<Planned>> {
             eprintln!("no value of {key:?} holds {} documents or more: no partial index", args.min_documents);
         }
         for row in rows {
-            let condition: Value = row.try_get("condition")?;
-            let name: String = client
-                .query_one("SELECT $1 || left(md5($2::jsonb::text), 16)", &[&PARTIAL_PREFIX, &condition])
-                .await?
-                .try_get(0)?;
-            planned.push(Planned { name, condition: Some(condition), documents: row.try_get("documents")? });
+            planned.push(Planned {
+                name: row.try_get("name")?,
+                condition: Some(row.try_get("condition")?),
+                documents: row.try_get("documents")?,
+            });
         }
         if planned.len() as i64 > MAX_PARTIAL + 1 {
             bail!(
                 "more than {MAX_PARTIAL} values of {} hold at least {} documents each: too many indexes to keep; \
                  raise --min-documents or choose keys with fewer values",
-                keys.join(" and "),
+                keys.iter().map(|key| key.as_str()).collect::<Vec<_>>().join(" and "),
                 args.min_documents
             );
         }
@@ -240,16 +245,11 @@ async fn names(client: &Client, pattern: &str) -> Result<Vec<String>> {
 /// The probes, and the iterative scan that keeps a filtered search reading lists until it has
 /// its `top_k`, for every new connection to the database.
 async fn settings(client: &Client, probes: u16) -> Result<()> {
+    let database: String = client.query_one("SELECT current_database()::text", &[]).await?.try_get(0)?;
     for (setting, value) in
         [("ivfflat.probes", probes.to_string()), ("ivfflat.iterative_scan", "relaxed_order".to_owned())]
     {
-        let statement = client
-            .query_one(
-                "SELECT format('ALTER DATABASE %I SET %s = %L', current_database(), $1::text, $2::text)",
-                &[&setting, &value],
-            )
-            .await?
-            .try_get::<_, String>(0)?;
+        let statement = quoted(client, &format!("ALTER DATABASE %I SET {setting} = %L"), &[&database, &value]).await?;
         client.batch_execute(&statement).await.with_context(|| {
             format!("setting {setting} for the database (only its owner can): searches use the default until it is set")
         })?;
