@@ -62,10 +62,9 @@ impl Metrics {
 #[tokio::test]
 async fn metrics_are_on_their_own_port_and_move_as_a_call_moves() -> Result<()> {
     let scratch = ScratchDatabase::create("metrics").await?;
-    let metrics_address = format!("127.0.0.1:{}", free_port()?);
-    let options =
-        scratch.serve(lifecycle_options(&[], &["--metrics-listen", &metrics_address, "--sweep-interval", "0"]));
+    let options = scratch.serve(lifecycle_options(&[], &["--metrics-listen", "127.0.0.1:0", "--sweep-interval", "0"]));
     let app = App::start(options).await?;
+    let metrics_address = app.runner.metrics_address.clone().context("the runner named no metrics address")?;
     let url = format!("http://{metrics_address}/metrics");
     let relay = Relay::start().await?;
 
@@ -143,8 +142,8 @@ async fn prometheus_loads_the_rules_and_answers_every_dashboard_query() -> Resul
         );
     }
 
-    let metrics_address = format!("127.0.0.1:{}", free_port()?);
-    let app = App::start(lifecycle_options(&[], &["--metrics-listen", &metrics_address])).await?;
+    let app = App::start(lifecycle_options(&[], &["--metrics-listen", "127.0.0.1:0"])).await?;
+    let metrics_address = app.runner.metrics_address.clone().context("the runner named no metrics address")?;
     app.create_id(&unique("prometheus"), json!({"to": "bo@example.com", "subject": "Scraped"}), None).await?;
 
     // prometheus.yml with this host as its target, and its rules by absolute path.

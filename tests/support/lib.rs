@@ -143,6 +143,9 @@ pub fn select_components(ids: &[&str]) -> Vec<String> {
 /// A `gatehouse up` process serving on a free loopback port; killed when dropped.
 pub struct Runner {
     pub base_url: String,
+    /// Where `--metrics-listen` serves, as the runner's own line says: with port 0 that is the
+    /// only way to know the port, and asking for a free port first would race other tests.
+    pub metrics_address: Option<String>,
     child: Child,
     logs: Arc<Mutex<Vec<String>>>,
 }
@@ -195,14 +198,19 @@ impl Runner {
         let stdout = child.stdout.take().context("no stdout")?;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            // The metrics line comes before the ready line, so both are known once ready.
+            let mut metrics_address = None;
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(address) = line.strip_prefix("Gatehouse metrics on http://") {
+                    metrics_address = address.strip_suffix("/metrics").map(str::to_owned);
+                }
                 if let Some(address) = line.strip_prefix("Gatehouse ready on ") {
-                    let _ = tx.send(address.to_owned());
+                    let _ = tx.send((address.to_owned(), metrics_address.clone()));
                 }
             }
         });
         match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(base_url) => Ok(Runner { base_url, child, logs }),
+            Ok((base_url, metrics_address)) => Ok(Runner { base_url, metrics_address, child, logs }),
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
