@@ -288,9 +288,9 @@ async fn index_builds_one_index_per_value_of_a_key_and_a_rerun_replaces_them() -
     let builds = String::from_utf8_lossy(&built.stderr).lines().filter(|line| line.starts_with("built ")).count();
     assert_eq!(builds, indexes.len(), "each index built once");
     let whole = indexes.iter().find(|(name, _)| name == "documents_embedding_idx").context("the whole index")?;
-    // ceil(sqrt(645)) lists.
+    // ceil(2 sqrt(645)) lists.
     ensure!(
-        whole.1.contains("USING ivfflat (((embedding)::halfvec(384)) halfvec_cosine_ops) WITH (lists='26')"),
+        whole.1.contains("USING ivfflat (((embedding)::halfvec(384)) halfvec_cosine_ops) WITH (lists='51')"),
         "{}",
         whole.1
     );

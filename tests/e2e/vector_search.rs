@@ -51,6 +51,15 @@ async fn labelled_queries_find_their_document_in_the_top_three() -> Result<()> {
         }
         let parameters = json!({"user_query": labelled["query"], "structured_query": structured});
         let call = query(&app, &session, parameters, None).await?;
+        // A search without filters goes through the nearest-neighbour index; one whose filters
+        // match a few of these documents sorts every match by distance.
+        let filtered = labelled.get("filters").is_some_and(|f| f.as_object().is_some_and(|f| !f.is_empty()));
+        ensure!(
+            call["result"]["metrics"]["sorted_exactly"] == filtered,
+            "{}: {}",
+            labelled["query"],
+            call["result"]["metrics"]
+        );
         let found = ids(&call["result"]["documents"]);
         if !found.iter().any(|id| labelled["expected_id"] == id.as_str()) {
             misses.push(format!("{} → {found:?}, expected {}", labelled["query"], labelled["expected_id"]));
@@ -176,6 +185,8 @@ async fn filters_return_only_matching_documents_and_totals_match_sql() -> Result
             case.filters
         );
         ensure!(documents.len() as i64 == matched.min(50), "{} documents for {matched} matches", documents.len());
+        // A few dozen matches: the planner expects few, so they are all sorted by distance.
+        ensure!(result["metrics"]["sorted_exactly"] == true, "{}: {}", case.filters, result["metrics"]);
         for (i, field) in fields.iter().enumerate() {
             let sum: f64 = expected.get(1 + 2 * i);
             let counted: i64 = expected.get(2 + 2 * i);

@@ -460,7 +460,10 @@ export interface SearchMetrics {
   totals: Record<string, number>;
   counted: Record<string, number>;
   embedding_ms: number;
+  /** The planner's estimate of the filters' matches (a filtered search only) and the search statement. */
   search_ms: number;
+  /** True when every match was sorted by distance (the exact nearest); false when an index found them. */
+  sorted_exactly: boolean;
 }
 export type QueryVectorDbAnswer =
   | {

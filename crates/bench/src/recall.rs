@@ -3,9 +3,11 @@
 //!
 //! Each search is the tool's own statement ([`gatehouse_vector_search::search_statement`]),
 //! built from the same parameters an agent writes and a query embedded by the same model. It
-//! runs twice in one read-only transaction: as the tool runs it (the database's own settings:
-//! the index, its `ef_search`, the iterative scan), then with index scans off, which leaves
-//! PostgreSQL a scan of every match sorted by distance: the exact answer. A document the index
+//! runs twice in one read-only transaction: as the tool runs it (the planner's estimate of the
+//! filter's matches choosing between the index and an exact sort, then the database's own
+//! settings: the index, its probes, the iterative scan), then in the exact order with index
+//! scans off, which leaves PostgreSQL a scan of every match sorted by distance: the exact
+//! answer. A document the index
 //! found counts when the exact ten hold it, or when its score ties the tenth's (the synthetic
 //! corpus has near-duplicates, which either search may order either way).
 
@@ -14,7 +16,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use gatehouse_embeddings::Embedder;
-use gatehouse_vector_search::{Document, SearchQuery, search_statement};
+use gatehouse_vector_search::{
+    Document, Order, SearchQuery, estimate_statement, estimated_matches, order_for, search_statement,
+};
 use serde_json::{Value, json};
 use spin_sdk::pg4::ParameterValue;
 use tokio_postgres::types::ToSql;
@@ -76,6 +80,9 @@ struct Measured {
     near: Vec<f64>,
     /// Searches whose exact answer held fewer than [`K`] documents (the filter matches fewer).
     short: usize,
+    /// Searches the planner's estimate sent to the exact sort rather than the index.
+    sorted_exactly: usize,
+    /// The tool's search: the estimate and the statement.
     index: Histogram<u64>,
     exact: Histogram<u64>,
 }
@@ -121,6 +128,7 @@ pub(crate) async fn run(database_url: &str, model_dir: &Path) -> Result<()> {
             recalls: Vec::new(),
             near: Vec::new(),
             short: 0,
+            sorted_exactly: 0,
             index: histogram()?,
             exact: histogram()?,
         };
@@ -154,16 +162,31 @@ async fn search_both_ways(
     embedding: &[f32],
     measured: &mut Measured,
 ) -> Result<(Vec<Document>, Vec<Document>)> {
-    let statement = search_statement(query, tenant, embedding);
-    let params = statement.params.iter().map(to_sql).collect::<Result<Vec<_>>>()?;
-    let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
     let transaction = db.build_transaction().read_only(true).start().await?;
     let clock = Instant::now();
-    let found = documents(&transaction.query_one(&statement.sql, &params).await.context("the search")?)?;
+    let estimated = match estimate_statement(query, tenant) {
+        None => None,
+        Some(estimate) => {
+            let plan = transaction.query(&estimate.sql, &bound(&to_sql_all(&estimate.params)?)).await?;
+            let line: String = plan.first().context("EXPLAIN answered no line")?.try_get(0)?;
+            Some(estimated_matches(&line).with_context(|| format!("no estimate in {line:?}"))?)
+        }
+    };
+    let order = order_for(estimated);
+    if order == Order::Exact {
+        measured.sorted_exactly += 1;
+    }
+    let statement = search_statement(query, tenant, embedding, order);
+    let found = documents(
+        &transaction.query_one(&statement.sql, &bound(&to_sql_all(&statement.params)?)).await.context("the search")?,
+    )?;
     measured.index.record(micros(clock.elapsed()))?;
     transaction.batch_execute("SET LOCAL enable_indexscan = off").await?;
+    let exact = search_statement(query, tenant, embedding, Order::Exact);
     let clock = Instant::now();
-    let exact = documents(&transaction.query_one(&statement.sql, &params).await.context("the exact search")?)?;
+    let exact = documents(
+        &transaction.query_one(&exact.sql, &bound(&to_sql_all(&exact.params)?)).await.context("the exact search")?,
+    )?;
     measured.exact.record(micros(clock.elapsed()))?;
     transaction.rollback().await?;
     Ok((found, exact))
@@ -193,6 +216,15 @@ fn near_recall(found: &[Document], exact: &[Document]) -> f64 {
     hits.min(exact.len()) as f64 / exact.len() as f64
 }
 
+/// A statement's parameters as the native driver binds them.
+fn to_sql_all(values: &[ParameterValue]) -> Result<Vec<Box<dyn ToSql + Sync + Send>>> {
+    values.iter().map(to_sql).collect()
+}
+
+fn bound(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
+}
+
 /// A parameter of the tool's statement as the native driver binds it.
 fn to_sql(value: &ParameterValue) -> Result<Box<dyn ToSql + Sync + Send>> {
     Ok(match value {
@@ -210,17 +242,18 @@ fn to_sql(value: &ParameterValue) -> Result<Box<dyn ToSql + Sync + Send>> {
 
 fn print(all: &[Measured]) {
     println!(
-        "{:<40} {:>8} {:>11} {:>11} {:>6} {:>11} {:>13} {:>13}",
-        "filters", "searches", "recall@10", "lowest", "short", "within 1%", "index p50 ms", "exact p50 ms"
+        "{:<40} {:>8} {:>8} {:>11} {:>11} {:>6} {:>11} {:>13} {:>13}",
+        "filters", "searches", "sorted", "recall@10", "lowest", "short", "within 1%", "tool p50 ms", "exact p50 ms"
     );
     let mut every = Vec::new();
     for measured in all {
         let mean = mean(&measured.recalls);
         let lowest = measured.recalls.iter().copied().fold(1.0, f64::min);
         println!(
-            "{:<40} {:>8} {:>11.3} {:>11.3} {:>6} {:>11.3} {:>13.3} {:>13.3}",
+            "{:<40} {:>8} {:>8} {:>11.3} {:>11.3} {:>6} {:>11.3} {:>13.3} {:>13.3}",
             measured.name,
             measured.recalls.len(),
+            measured.sorted_exactly,
             mean,
             lowest,
             measured.short,
@@ -288,9 +321,12 @@ mod tests {
             let query = search_query(TEXTS[0], &filters).unwrap_or_else(|e| panic!("{name}: {e:#}"));
             assert_eq!(query.top_k, K);
             assert_eq!(query.filters.is_empty(), name == "no filter", "{name}");
-            let statement = search_statement(&query, "default", &[0.5]);
-            for param in &statement.params {
-                to_sql(param).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            let estimate = estimate_statement(&query, "default").map(|s| s.params).unwrap_or_default();
+            for order in [Order::Indexed, Order::Exact] {
+                let statement = search_statement(&query, "default", &[0.5], order);
+                for param in statement.params.iter().chain(&estimate) {
+                    to_sql(param).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+                }
             }
         }
     }

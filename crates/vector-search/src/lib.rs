@@ -23,7 +23,10 @@ pub use date::Date;
 pub use embed::{DIMENSIONS, Embedder};
 pub use query::{DEFAULT_TOP_K, Filters, MAX_TOP_K, SearchQuery, is_field_name, parse, validate};
 pub use schema::parameters_schema;
-pub use search::{Document, Found, INDEXED_EMBEDDING, Statement, Total, statement as search_statement};
+pub use search::{
+    Document, EXACT_UP_TO, Found, INDEXED_EMBEDDING, Order, Statement, Total, estimate_statement, estimated_matches,
+    order_for, statement as search_statement,
+};
 pub use speech::{confirmation, report};
 pub use tool::VectorQuery;
 
@@ -80,8 +83,12 @@ pub struct Metrics {
     /// Per `aggregate` field: how many matched documents hold a number in it.
     pub counted: Map<String, Value>,
     pub embedding_ms: f64,
-    /// The one SQL statement, from send to answer.
+    /// The planner's estimate of the matches (for a filtered search) and the search
+    /// statement, from the first send to the last answer.
     pub search_ms: f64,
+    /// True when the filters matched few enough documents for all of them to be sorted by
+    /// distance (an exact answer); false when a nearest-neighbour index found them.
+    pub sorted_exactly: bool,
 }
 
 impl SearchResult {
@@ -94,6 +101,7 @@ impl SearchResult {
             counted: found.totals.iter().map(|t| (t.field.clone(), json!(t.counted))).collect(),
             embedding_ms: round_ms(embedding_ms),
             search_ms: round_ms(search_ms),
+            sorted_exactly: found.order == Order::Exact,
         };
         SearchResult { summary: report(query, &found), metrics, documents: found.documents }
     }

@@ -1,6 +1,12 @@
 //! The search itself: one parameterized statement that finds the `top_k` nearest documents
-//! through a nearest-neighbour index and, when the search asks for totals, counts and totals every
-//! document the filters match.
+//! and, when the search asks for totals, counts and totals every document the filters match.
+//!
+//! The nearest are found through a nearest-neighbour index, which reads a bounded share of the
+//! documents and is approximate, unless the filters match few documents: then every match's
+//! distance is computed and sorted, which is exact. A filtered search first asks the planner
+//! how many documents its filters match (`EXPLAIN`, one more round trip); an index walk that
+//! must skip most of what it reads finds ten matches, but not the nearest ten
+//! (docs/architecture.md, "Vector search").
 //!
 //! Totals cover all filter matches, not only the documents returned: "Q3 revenue in the
 //! Northwest" is a sum over the Northwest's Q3 documents, and it must not change with how the
@@ -30,6 +36,8 @@ pub struct Found {
     pub matched: Option<u64>,
     /// One per `aggregate` field, in the order asked.
     pub totals: Vec<Total>,
+    /// How the nearest were found.
+    pub order: Order,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,7 +88,7 @@ const NEAREST: &str = "
        FROM (SELECT id, content, metadata, doc_date, embedding <=> {query} AS distance
                FROM documents
               WHERE {where}
-              ORDER BY {indexed} <=> {half_query}
+              ORDER BY {order}
               LIMIT $2) nearest)";
 
 /// Per aggregate field, in the order asked: the sum of its numeric values over every match,
@@ -96,20 +104,63 @@ const TOTALS: &str = "
                LEFT JOIN matched m ON true
               GROUP BY f.field, f.position) totals)";
 
+/// How the nearest documents are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Through a nearest-neighbour index on [`INDEXED_EMBEDDING`]: a bounded share of the
+    /// documents is read, and the answer is approximate.
+    Indexed,
+    /// Every match's distance at full precision, sorted: exact, and as costly as the matches
+    /// are many. No index is built on that expression, so no index can serve it.
+    Exact,
+}
+
+/// The most matches, as the planner estimates them, that a search sorts exactly. Measured at a
+/// million documents: about 1,350 matches sorted exactly in 54–89 ms, 6,800 in 131–139 ms, where
+/// the index found 0.78 of the nearest ten (docs/benchmarks.md).
+pub const EXACT_UP_TO: u64 = 5_000;
+
+/// The order for a search whose filters the planner expects to match `estimated` documents
+/// (`None`: no filter, so every document matches).
+pub fn order_for(estimated: Option<u64>) -> Order {
+    match estimated {
+        Some(matches) if matches <= EXACT_UP_TO => Order::Exact,
+        _ => Order::Indexed,
+    }
+}
+
+/// The statement that asks the planner how many of the tenant's documents the filters match,
+/// with the values bound as the search binds them; `None` for a search without filters.
+/// Its answer is `EXPLAIN`'s text, read by [`estimated_matches`].
+pub fn estimate_statement(query: &SearchQuery, tenant: &str) -> Option<Statement> {
+    if query.filters.is_empty() {
+        return None;
+    }
+    let mut params = Vec::new();
+    let filtered = filtered(&query.filters, tenant, &mut params);
+    Some(Statement { sql: format!("EXPLAIN SELECT 1 FROM documents WHERE {filtered}"), params })
+}
+
+/// The rows the plan's top node expects, from `EXPLAIN`'s first line, which ends
+/// `(cost=0.00..23807.66 rows=1234 width=4)`.
+pub fn estimated_matches(first_line: &str) -> Option<u64> {
+    let (_, after) = first_line.rsplit_once(" rows=")?;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 /// The one statement a search runs; `gatehouse bench --scenario recall` runs it too, to compare
 /// what the index finds with an exact search.
-pub fn statement(query: &SearchQuery, tenant: &str, embedding: &[f32]) -> Statement {
+pub fn statement(query: &SearchQuery, tenant: &str, embedding: &[f32], order: Order) -> Statement {
     let mut params =
         vec![ParameterValue::Str(vector_literal(embedding)), ParameterValue::Int64(i64::from(query.top_k))];
-    // Only the tenant's own documents (docs/architecture.md, "Tenants").
-    let mut conditions = vec![format!("tenant_id = {}", bind(&mut params, ParameterValue::Str(tenant.to_owned())))];
-    conditions.extend(self::conditions(&query.filters, &mut params));
-    let filtered = conditions.join(" AND ");
-    let nearest = NEAREST
-        .replace("{where}", &filtered)
-        .replace("{query}", QUERY_VECTOR)
-        .replace("{indexed}", INDEXED_EMBEDDING)
-        .replace("{half_query}", QUERY_HALF_VECTOR);
+    let filtered = filtered(&query.filters, tenant, &mut params);
+    let order_by = match order {
+        Order::Indexed => format!("{INDEXED_EMBEDDING} <=> {QUERY_HALF_VECTOR}"),
+        // Ties broken by id, so the same search answers the same documents.
+        Order::Exact => "distance, id".to_owned(),
+    };
+    let nearest = NEAREST.replace("{where}", &filtered).replace("{query}", QUERY_VECTOR).replace("{order}", &order_by);
     if query.aggregate.is_empty() {
         return Statement { sql: format!("SELECT {nearest}, NULL::bigint, NULL::jsonb"), params };
     }
@@ -120,6 +171,15 @@ pub fn statement(query: &SearchQuery, tenant: &str, embedding: &[f32]) -> Statem
          SELECT {nearest}, (SELECT count(*) FROM matched), {totals}"
     );
     Statement { sql, params }
+}
+
+/// The tenant's documents that the filters match, as an SQL condition; the values are appended
+/// to `params`.
+fn filtered(filters: &Filters, tenant: &str, params: &mut Vec<ParameterValue>) -> String {
+    // Only the tenant's own documents (docs/architecture.md, "Tenants").
+    let mut all = vec![format!("tenant_id = {}", bind(params, ParameterValue::Str(tenant.to_owned())))];
+    all.extend(conditions(filters, params));
+    all.join(" AND ")
 }
 
 /// The filters as SQL conditions, their values appended to `params`. Equality and region use
@@ -178,7 +238,8 @@ fn vector_literal(embedding: &[f32]) -> String {
 }
 
 pub(crate) fn run(db: &Connection, query: &SearchQuery, tenant: &str, embedding: &[f32]) -> Result<Found, SearchError> {
-    let statement = statement(query, tenant, embedding);
+    let order = order_for(estimate(db, query, tenant)?);
+    let statement = statement(query, tenant, embedding, order);
     let rows = db.query(&statement.sql, &statement.params).map_err(|e| SearchError::Database(format!("{e:?}")))?;
     let row = single_row(rows.rows)?;
     let [documents, matched, totals] = <[DbValue; 3]>::try_from(row)
@@ -190,7 +251,20 @@ pub(crate) fn run(db: &Connection, query: &SearchQuery, tenant: &str, embedding:
             _ => None,
         },
         totals: decode(&totals)?.unwrap_or_default(),
+        order,
     })
+}
+
+/// How many documents the planner expects the filters to match; `None` without filters.
+fn estimate(db: &Connection, query: &SearchQuery, tenant: &str) -> Result<Option<u64>, SearchError> {
+    let Some(statement) = estimate_statement(query, tenant) else { return Ok(None) };
+    let rows = db.query(&statement.sql, &statement.params).map_err(|e| SearchError::Database(format!("{e:?}")))?;
+    match rows.rows.first().and_then(|row| row.first()) {
+        Some(DbValue::Str(line)) => estimated_matches(line)
+            .map(Some)
+            .ok_or_else(|| SearchError::Database(format!("the planner's estimate is unreadable: {line:?}"))),
+        other => Err(SearchError::Database(format!("EXPLAIN answered {other:?}"))),
+    }
 }
 
 /// The one row the statement is written to answer; any other count is a bug in the statement.
@@ -217,6 +291,10 @@ mod tests {
     use super::*;
     use crate::query::validate;
 
+    fn indexed(query: &SearchQuery, tenant: &str, embedding: &[f32]) -> Statement {
+        statement(query, tenant, embedding, Order::Indexed)
+    }
+
     fn query(value: Value) -> SearchQuery {
         let Value::Object(map) = value else { panic!("not an object") };
         validate(map).map(|(_, q)| q).unwrap_or_else(|e| panic!("{e:?}"))
@@ -224,7 +302,7 @@ mod tests {
 
     #[test]
     fn a_search_without_totals_is_only_the_index_scan() {
-        let statement = statement(
+        let statement = indexed(
             &query(json!({"user_query": "late trucks", "structured_query": {"filters": {"region": "Midwest"}}})),
             "acme",
             &[0.5],
@@ -237,7 +315,7 @@ mod tests {
 
     #[test]
     fn an_unfiltered_search_is_only_the_index_scan_of_the_tenant() {
-        let statement = statement(&query(json!({"user_query": "late trucks"})), "default", &[0.5, -0.25]);
+        let statement = indexed(&query(json!({"user_query": "late trucks"})), "default", &[0.5, -0.25]);
         assert!(!statement.sql.contains("matched"));
         assert!(statement.sql.contains("WHERE tenant_id = $3\n"), "{}", statement.sql);
         assert_eq!(statement.params.len(), 3);
@@ -247,7 +325,7 @@ mod tests {
 
     #[test]
     fn filters_become_placeholders_never_text() {
-        let statement = statement(
+        let statement = indexed(
             &query(json!({
                 "user_query": "x'; DROP TABLE documents; --",
                 "structured_query": {
@@ -274,7 +352,7 @@ mod tests {
 
     #[test]
     fn the_order_is_the_indexes_expression_and_the_score_full_precision() {
-        let sql = statement(&query(json!({"user_query": "x"})), "default", &[1.0]).sql;
+        let sql = indexed(&query(json!({"user_query": "x"})), "default", &[1.0]).sql;
         assert!(sql.contains(&format!("ORDER BY {INDEXED_EMBEDDING} <=> (SELECT $1::text::halfvec(384))")), "{sql}");
         assert!(sql.contains("embedding <=> (SELECT $1::text::vector) AS distance"), "{sql}");
         assert!(INDEXED_EMBEDDING.contains(&crate::DIMENSIONS.to_string()));
@@ -282,7 +360,7 @@ mod tests {
 
     #[test]
     fn each_equality_is_a_containment_of_its_own_so_a_partial_index_can_serve_it() {
-        let statement = statement(
+        let statement = indexed(
             &query(
                 json!({"user_query": "x", "structured_query": {"filters": {"category": "sales_report", "product": "Falcon camera"}}}),
             ),
@@ -292,6 +370,33 @@ mod tests {
         assert!(statement.sql.contains("tenant_id = $3 AND metadata @> $4 AND metadata @> $5\n"), "{}", statement.sql);
         assert!(matches!(&statement.params[3], ParameterValue::Jsonb(v) if v == br#"{"category":"sales_report"}"#));
         assert!(matches!(&statement.params[4], ParameterValue::Jsonb(v) if v == br#"{"product":"Falcon camera"}"#));
+    }
+
+    #[test]
+    fn a_filter_the_planner_expects_few_matches_for_is_sorted_exactly() {
+        let asked = query(
+            json!({"user_query": "x", "structured_query": {"filters": {"region": ["Midwest", "Gulf Coast"], "date_start": "2025-01-01"}}}),
+        );
+        let estimate = estimate_statement(&asked, "acme").unwrap_or_else(|| panic!("a filtered search is estimated"));
+        assert_eq!(
+            estimate.sql,
+            "EXPLAIN SELECT 1 FROM documents WHERE tenant_id = $1 AND doc_date >= $2 AND (metadata @> $3 OR metadata @> $4)"
+        );
+        assert!(matches!(&estimate.params[0], ParameterValue::Str(v) if v == "acme"));
+        assert!(matches!(&estimate.params[3], ParameterValue::Jsonb(v) if v == br#"{"region":"Gulf Coast"}"#));
+        assert!(estimate_statement(&query(json!({"user_query": "x"})), "acme").is_none());
+
+        let line = "Bitmap Heap Scan on documents  (cost=3775.23..23807.66 rows=1234 width=4)";
+        assert_eq!(estimated_matches(line), Some(1234));
+        assert_eq!(estimated_matches("Gather  (cost=1000.00..98000.50 rows=332474 width=4)"), Some(332474));
+        assert_eq!(estimated_matches("Seq Scan on documents"), None);
+        assert_eq!(order_for(Some(1234)), Order::Exact);
+        assert_eq!(order_for(Some(EXACT_UP_TO)), Order::Exact);
+        assert_eq!(order_for(Some(EXACT_UP_TO + 1)), Order::Indexed);
+        assert_eq!(order_for(None), Order::Indexed);
+
+        let exact = statement(&asked, "acme", &[1.0], Order::Exact).sql;
+        assert!(exact.contains("ORDER BY distance, id\n") && !exact.contains(INDEXED_EMBEDDING), "{exact}");
     }
 
     /// The statement's text outside parentheses: its columns are all subqueries, so it reads
@@ -317,7 +422,7 @@ mod tests {
             json!({"user_query": "x"}),
             json!({"user_query": "x", "structured_query": {"filters": {"region": "Nowhere"}, "aggregate": ["units"]}}),
         ] {
-            let sql = statement(&query(asked), "default", &[1.0]).sql;
+            let sql = indexed(&query(asked), "default", &[1.0]).sql;
             let outer = outermost(&sql);
             assert!(outer.contains("SELECT") && !outer.contains("FROM"), "{outer}");
         }
@@ -331,7 +436,7 @@ mod tests {
 
     #[test]
     fn totals_without_filters_cover_every_document_of_the_tenant() {
-        let statement = statement(
+        let statement = indexed(
             &query(json!({"user_query": "x", "structured_query": {"aggregate": ["units"]}})),
             "default",
             &[1.0],

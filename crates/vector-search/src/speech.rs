@@ -209,7 +209,7 @@ mod tests {
 
     use super::*;
     use crate::query::validate;
-    use crate::search::Document;
+    use crate::search::{Document, Order};
 
     fn query(value: Value) -> SearchQuery {
         let Value::Object(map) = value else { panic!("not an object") };
@@ -263,6 +263,7 @@ mod tests {
                 Total { field: "revenue".into(), sum: 4_216_000.0, counted: 12 },
                 Total { field: "units".into(), sum: 12450.0, counted: 12 },
             ],
+            order: Order::Indexed,
         };
         assert_eq!(
             report(&seed(), &found),
@@ -280,12 +281,13 @@ mod tests {
             ],
             matched: None,
             totals: Vec::new(),
+            order: Order::Indexed,
         };
         assert_eq!(
             report(&query, &found),
             "Here are the 2 closest documents about forklift damage at the Kent warehouse; the best match (September 30, 2024): Forklift punctured two pallets of VoltBank batteries at Kent."
         );
-        let empty = Found { documents: Vec::new(), matched: Some(0), totals: Vec::new() };
+        let empty = Found { documents: Vec::new(), matched: Some(0), totals: Vec::new(), order: Order::Indexed };
         assert_eq!(report(&seed(), &empty), "I found no documents about quarterly sales in Northwest from Q3 2024.");
     }
 
@@ -295,6 +297,7 @@ mod tests {
             documents: vec![document("a", "A note.")],
             matched: Some(1),
             totals: vec![Total { field: "pipeline_value".into(), sum: 0.0, counted: 0 }],
+            order: Order::Indexed,
         };
         assert!(
             report(&seed(), &found).ends_with("; none of them has a pipeline value figure."),
