@@ -38,13 +38,19 @@ const RETIRED: &str = "_retired";
 /// More partial indexes than this, over all keys, would cost more to keep than the searches
 /// gain: a key with so many values is a poor one to index by.
 const MAX_PARTIAL: i64 = 64;
+/// Documents an IVFFlat list holds, at most, in a large index.
+const DOCUMENTS_PER_LIST: f64 = 250.0;
+/// The most lists an index is built with: pgvector's k-means needs memory that grows with the
+/// square of the lists, 3.3 GB for 4,000.
+const MAX_LISTS: f64 = 4000.0;
 
 #[derive(Args)]
 pub(super) struct IndexArgs {
     #[command(flatten)]
     app: AppArgs,
-    /// `ivfflat`: lists made from the documents loaded (twice the square root of their count),
-    /// the nearest at a million documents; build it again once the corpus has grown by half.
+    /// `ivfflat`: lists made from the documents loaded (twice the square root of their count, or
+    /// one per 250 documents when that is more, up to 4,000), the nearest at a million
+    /// documents; build it again once the corpus has grown by half.
     /// `hnsw`: a graph that takes new documents as they come, as the migrations make it.
     #[arg(long, value_enum, default_value_t = Method::Ivfflat)]
     method: Method,
@@ -57,14 +63,14 @@ pub(super) struct IndexArgs {
     /// smaller value's index would not be read.
     #[arg(long, value_name = "N", default_value_t = EXACT_UP_TO as i64, value_parser = clap::value_parser!(i64).range(1..))]
     min_documents: i64,
-    /// IVFFlat lists each search reads (`ivfflat.probes`), set for the database: 40 of 2,000
-    /// lists at a million documents found 0.97 of the nearest ten.
+    /// IVFFlat lists each search reads (`ivfflat.probes`), set for the database: 40 of 4,000
+    /// lists at a million documents, about 10,000 documents a search.
     #[arg(long, value_name = "N", default_value_t = 40, value_parser = clap::value_parser!(u16).range(1..=1000))]
     probes: u16,
     /// Memory the database may use to build each index (`maintenance_work_mem`, for this
-    /// command's session only). IVFFlat's k-means needs about 270 MB for 1,000 lists; 2,000
-    /// built in 1 GB.
-    #[arg(long, value_name = "SIZE", default_value = "1GB")]
+    /// command's session only, and only what the build needs is used). IVFFlat's k-means needs
+    /// memory growing with the square of the lists: about 270 MB for 1,000, 3.3 GB for 4,000.
+    #[arg(long, value_name = "SIZE", default_value = "4GB")]
     build_memory: String,
 }
 
@@ -190,14 +196,22 @@ async fn plan(client: &Client, args: &IndexArgs) -> Result<Vec<Planned>> {
     Ok(planned)
 }
 
+/// IVFFlat lists for an index over `documents`. pgvector's advice is rows / 1000 up to a million
+/// rows and the square root above. Finer lists found more of the nearest for the documents a
+/// search reads (docs/benchmarks.md, "finer lists"): at a million, 40 probes of 2,000 lists
+/// found 0.975 of the exact ten without a filter where 20 of 1,000, reading as many, found
+/// 0.92–0.96; 40 of 4,000 read half as many in 11 ms against 18. A partial index of 80,000
+/// documents gets 566 lists, so the probes read 7% of it.
+fn lists_for(documents: i64) -> i64 {
+    let documents = documents as f64;
+    let lists = (2.0 * documents.sqrt()).max(documents / DOCUMENTS_PER_LIST).min(MAX_LISTS);
+    lists.ceil().max(1.0) as i64
+}
+
 async fn create(client: &Client, args: &IndexArgs, index: &Planned, name: &str) -> Result<()> {
     let using = match args.method {
-        // pgvector's advice up to a million rows is rows / 1000 lists and above it the square
-        // root. Twice the square root, read by twice the probes, reads the same share of the
-        // documents in finer lists, and found more of the nearest: 0.975 against 0.92–0.96 at
-        // a million (docs/benchmarks.md). A partial index of 80,000 documents gets 566 lists.
         Method::Ivfflat => {
-            let lists = (2.0 * (index.documents as f64).sqrt()).ceil().max(1.0) as i64;
+            let lists = lists_for(index.documents);
             format!("ivfflat (({INDEXED_EMBEDDING}) halfvec_cosine_ops) WITH (lists = {lists})")
         }
         Method::Hnsw => format!("hnsw (({INDEXED_EMBEDDING}) halfvec_cosine_ops)"),
@@ -260,4 +274,18 @@ async fn settings(client: &Client, probes: u16) -> Result<()> {
     }
     eprintln!("set ivfflat.probes = {probes} and ivfflat.iterative_scan = relaxed_order for new connections");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lists_for;
+
+    #[test]
+    fn lists_are_twice_the_square_root_then_one_per_250_documents_up_to_4000() {
+        assert_eq!(lists_for(645), 51);
+        assert_eq!(lists_for(83_000), 577);
+        assert_eq!(lists_for(250_000), 1_000);
+        assert_eq!(lists_for(1_000_000), 4_000);
+        assert_eq!(lists_for(10_000_000), 4_000);
+    }
 }
