@@ -7,9 +7,9 @@
 //! filter's matches choosing between the index and an exact sort, then the database's own
 //! settings: the index, its probes, the iterative scan), then in the exact order with index
 //! scans off, which leaves PostgreSQL a scan of every match sorted by distance: the exact
-//! answer. A document the index
-//! found counts when the exact ten hold it, or when its score ties the tenth's (the synthetic
-//! corpus has near-duplicates, which either search may order either way).
+//! answer. A document the tool found counts when the exact ten hold it, or when its score ties
+//! the tenth's (the synthetic corpus has near-duplicates, which either search may order either
+//! way).
 
 use std::path::Path;
 use std::time::Instant;

@@ -38,7 +38,7 @@ const RETIRED: &str = "_retired";
 /// More partial indexes than this, over all keys, would cost more to keep than the searches
 /// gain: a key with so many values is a poor one to index by.
 const MAX_PARTIAL: i64 = 64;
-/// Documents an IVFFlat list holds, at most, in a large index.
+/// Documents a list holds in a large index, up to [`MAX_LISTS`].
 const DOCUMENTS_PER_LIST: f64 = 250.0;
 /// The most lists an index is built with: pgvector's k-means needs memory that grows with the
 /// square of the lists, 3.3 GB for 4,000.
@@ -200,8 +200,8 @@ async fn plan(client: &Client, args: &IndexArgs) -> Result<Vec<Planned>> {
 /// rows and the square root above. Finer lists found more of the nearest for the documents a
 /// search reads (docs/benchmarks.md, "finer lists"): at a million, 40 probes of 2,000 lists
 /// found 0.975 of the exact ten without a filter where 20 of 1,000, reading as many, found
-/// 0.92–0.96; 40 of 4,000 read half as many in 11 ms against 18. A partial index of 80,000
-/// documents gets 566 lists, so the probes read 7% of it.
+/// 0.92–0.96; 40 of 4,000 read half as many, in 10–11 ms against 18, and found 0.93–0.94. A
+/// partial index of 80,000 documents gets 566 lists, so the probes read 7% of it.
 fn lists_for(documents: i64) -> i64 {
     let documents = documents as f64;
     let lists = (2.0 * documents.sqrt()).max(documents / DOCUMENTS_PER_LIST).min(MAX_LISTS);
