@@ -54,6 +54,12 @@ impl Filters {
     pub fn is_empty(&self) -> bool {
         self.date_start.is_none() && self.date_end.is_none() && self.regions.is_empty() && self.equals.is_empty()
     }
+
+    /// Whether a filter names a metadata value (a region or an equality), which a partial
+    /// index built for that value may serve.
+    pub fn names_metadata_values(&self) -> bool {
+        !self.regions.is_empty() || !self.equals.is_empty()
+    }
 }
 
 /// Checks `parameters`; answers their normalized form and the search they describe, or every

@@ -23,6 +23,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use spin_sdk::pg4::{Connection, DbValue, ParameterValue};
 
+use gatehouse_domain::sql::PLANNED_EACH_TIME;
+
 use crate::SearchError;
 use crate::query::{Filters, SearchQuery};
 
@@ -138,6 +140,8 @@ pub fn estimate_statement(query: &SearchQuery, tenant: &str) -> Option<Statement
     }
     let mut params = Vec::new();
     let filtered = filtered(&query.filters, tenant, &mut params);
+    // `EXPLAIN` plans its statement with the values bound each time it runs, even when the
+    // statement is prepared once and kept.
     Some(Statement { sql: format!("EXPLAIN SELECT 1 FROM documents WHERE {filtered}"), params })
 }
 
@@ -150,11 +154,15 @@ pub fn estimated_matches(first_line: &str) -> Option<u64> {
 }
 
 /// The one statement a search runs; `gatehouse bench --scenario recall` runs it too, to compare
-/// what the index finds with an exact search.
+/// what the index finds with an exact search. With a filter on a metadata value it is planned
+/// for the values each time it runs ([`PLANNED_EACH_TIME`]): a partial index built for one value
+/// serves it only when the planner sees that value. Without, every run has the same best plan,
+/// which the runner may keep.
 pub fn statement(query: &SearchQuery, tenant: &str, embedding: &[f32], order: Order) -> Statement {
     let mut params =
         vec![ParameterValue::Str(vector_literal(embedding)), ParameterValue::Int64(i64::from(query.top_k))];
     let filtered = filtered(&query.filters, tenant, &mut params);
+    let planned = if query.filters.names_metadata_values() { PLANNED_EACH_TIME } else { "" };
     let order_by = match order {
         Order::Indexed => format!("{INDEXED_EMBEDDING} <=> {QUERY_HALF_VECTOR}"),
         // Ties broken by id, so the same search answers the same documents.
@@ -162,12 +170,12 @@ pub fn statement(query: &SearchQuery, tenant: &str, embedding: &[f32], order: Or
     };
     let nearest = NEAREST.replace("{where}", &filtered).replace("{query}", QUERY_VECTOR).replace("{order}", &order_by);
     if query.aggregate.is_empty() {
-        return Statement { sql: format!("SELECT {nearest}, NULL::bigint, NULL::jsonb"), params };
+        return Statement { sql: format!("{planned}SELECT {nearest}, NULL::bigint, NULL::jsonb"), params };
     }
     params.push(ParameterValue::ArrayStr(query.aggregate.iter().cloned().map(Some).collect()));
     let totals = TOTALS.replace("{fields}", &params.len().to_string());
     let sql = format!(
-        "WITH matched AS MATERIALIZED (SELECT metadata FROM documents WHERE {filtered})
+        "{planned}WITH matched AS MATERIALIZED (SELECT metadata FROM documents WHERE {filtered})
          SELECT {nearest}, (SELECT count(*) FROM matched), {totals}"
     );
     Statement { sql, params }
@@ -396,6 +404,16 @@ mod tests {
         assert_eq!(order_for(None), Order::Indexed);
 
         let exact = statement(&asked, "acme", &[1.0], Order::Exact).sql;
+        for sql in [&exact, &indexed(&asked, "acme", &[1.0]).sql] {
+            assert!(gatehouse_domain::sql::planned_each_time(sql), "{sql}");
+        }
+        for asked in [
+            json!({"user_query": "x"}),
+            json!({"user_query": "x", "structured_query": {"filters": {"date_start": "2025-01-01"}}}),
+        ] {
+            let kept = indexed(&query(asked), "acme", &[1.0]).sql;
+            assert!(!gatehouse_domain::sql::planned_each_time(&kept), "{kept}");
+        }
         assert!(exact.contains("ORDER BY distance, id\n") && !exact.contains(INDEXED_EMBEDDING), "{exact}");
     }
 

@@ -2,7 +2,9 @@
 //!
 //! A guest's `connection.open` borrows a connection from the pool for its address and its drop
 //! returns it, so no request pays for a new connection. Statements are prepared once per pooled
-//! connection and cached, so a query costs a single round trip.
+//! connection and cached, so a query costs a single round trip; one that begins with
+//! [`gatehouse_domain::sql::PLANNED_EACH_TIME`] is prepared each time, so PostgreSQL plans it
+//! for its own values, as Spin's host does every statement.
 
 // `Error` is the interface's own type, returned by value as the generated bindings require.
 #![allow(clippy::result_large_err)]
@@ -10,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
+use gatehouse_domain::sql::planned_each_time;
 use gatehouse_pg_connect::PgTarget;
 use wasmtime::component::Resource;
 
@@ -143,6 +146,17 @@ fn redacted(address: &str) -> String {
     }
 }
 
+/// The statement prepared on `client`: from the connection's cache, or afresh when it asks to
+/// be planned each time.
+async fn prepare(client: &Object, statement: &str) -> Result<tokio_postgres::Statement, Error> {
+    let prepared = if planned_each_time(statement) {
+        client.prepare(statement).await
+    } else {
+        client.prepare_cached(statement).await
+    };
+    prepared.map_err(query_error)
+}
+
 fn query_error(e: tokio_postgres::Error) -> Error {
     if let Some(db) = e.as_db_error() {
         let mut extras = Vec::new();
@@ -239,7 +253,7 @@ impl HostConnection for HostState {
         let client = self.connection(&handle)?;
         let span = self.telemetry.statement(&statement);
         let rows = async {
-            let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
+            let prepared = prepare(client, &statement).await?;
             let params = params(values);
             let rows = client.query(&prepared, &as_sql(&params)).await.map_err(query_error)?;
             Ok((prepared, rows))
@@ -272,7 +286,7 @@ impl HostConnection for HostState {
         let client = self.connection(&handle)?;
         let span = self.telemetry.statement(&statement);
         let changed = async {
-            let prepared = client.prepare_cached(&statement).await.map_err(query_error)?;
+            let prepared = prepare(client, &statement).await?;
             let params = params(values);
             client.execute(&prepared, &as_sql(&params)).await.map_err(query_error)
         }
