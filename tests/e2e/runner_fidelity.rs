@@ -634,6 +634,43 @@ async fn postgres_errors_are_structured_and_leave_the_connection_usable() {
     assert_eq!(results[2]["value"], json!({"str": "after"}), "{body}");
 }
 
+/// A statement that begins with `-- planned each time` is prepared afresh on every run, as
+/// Spin's host prepares every statement, so PostgreSQL plans it for its values each time; any
+/// other statement is prepared once per pooled connection and kept, which saves a round trip
+/// (docs/architecture.md, "Vector search"). Seen from the connection: after seven runs of
+/// each, only the kept one is among its prepared statements.
+#[tokio::test]
+async fn a_statement_planned_each_time_is_prepared_afresh_and_others_are_kept() {
+    let runner = start_probe(RunnerOptions::default());
+    let tag = unique("plan").replace('-', "_");
+    let marked = format!("{}SELECT $1::text AS {tag}_marked", gatehouse_domain::sql::PLANNED_EACH_TIME);
+    let kept = format!("SELECT $1::text AS {tag}_kept");
+    let mut cases = Vec::new();
+    for _ in 0..7 {
+        cases.push(json!({"sql": marked, "param": {"str": "marked"}}));
+        cases.push(json!({"sql": kept, "param": {"str": "kept"}}));
+    }
+    cases.push(json!({
+        "sql": "SELECT count(*) FILTER (WHERE statement LIKE '%' || $1 || '_marked%') || '/' ||
+                       count(*) FILTER (WHERE statement LIKE '%' || $1 || '_kept%')
+                  FROM pg_prepared_statements",
+        "param": {"str": tag},
+    }));
+    let (status, body) = send(&runner, http().post(runner.url("/pg/roundtrip")).json(&cases)).await;
+    assert_eq!(status, 200, "{body}");
+    let results = body["results"].as_array().cloned().unwrap_or_default();
+    assert_eq!(results.len(), 15, "{body}");
+    for (i, result) in results[..14].iter().enumerate() {
+        let expected = if i % 2 == 0 { "marked" } else { "kept" };
+        assert_eq!(result["value"], json!({"str": expected}), "{body}");
+    }
+    assert_eq!(
+        results[14]["value"],
+        json!({"str": "0/1"}),
+        "marked statements prepared afresh, the other kept once: {body}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Traps and request bodies
 
