@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use gatehouse_embeddings::Embedder;
 use gatehouse_vector_search::{
-    Document, Order, SearchQuery, estimate_statement, estimated_matches, order_for, search_statement,
+    Document, Order, SearchQuery, Statement, estimate_statement, estimated_matches, order_for, search_statement,
 };
 use serde_json::{Value, json};
 use spin_sdk::pg4::ParameterValue;
@@ -167,7 +167,7 @@ async fn search_both_ways(
     let estimated = match estimate_statement(query, tenant) {
         None => None,
         Some(estimate) => {
-            let plan = transaction.query(&estimate.sql, &bound(&to_sql_all(&estimate.params)?)).await?;
+            let plan = rows(&transaction, &estimate).await.context("the estimate")?;
             let line: String = plan.first().context("EXPLAIN answered no line")?.try_get(0)?;
             Some(estimated_matches(&line).with_context(|| format!("no estimate in {line:?}"))?)
         }
@@ -177,23 +177,21 @@ async fn search_both_ways(
         measured.sorted_exactly += 1;
     }
     let statement = search_statement(query, tenant, embedding, order);
-    let found = documents(
-        &transaction.query_one(&statement.sql, &bound(&to_sql_all(&statement.params)?)).await.context("the search")?,
-    )?;
+    let found = documents(rows(&transaction, &statement).await.context("the search")?)?;
     measured.index.record(micros(clock.elapsed()))?;
     transaction.batch_execute("SET LOCAL enable_indexscan = off").await?;
     let exact = search_statement(query, tenant, embedding, Order::Exact);
     let clock = Instant::now();
-    let exact = documents(
-        &transaction.query_one(&exact.sql, &bound(&to_sql_all(&exact.params)?)).await.context("the exact search")?,
-    )?;
+    let exact = documents(rows(&transaction, &exact).await.context("the exact search")?)?;
     measured.exact.record(micros(clock.elapsed()))?;
     transaction.rollback().await?;
     Ok((found, exact))
 }
 
-/// The statement's first column: the documents, nearest first.
-fn documents(row: &tokio_postgres::Row) -> Result<Vec<Document>> {
+/// The first column of the search's one row: the documents, nearest first.
+fn documents(rows: Vec<tokio_postgres::Row>) -> Result<Vec<Document>> {
+    let [row] = <[tokio_postgres::Row; 1]>::try_from(rows)
+        .map_err(|rows| anyhow::anyhow!("the search answered {} rows, not one", rows.len()))?;
     let documents: Value = row.try_get(0)?;
     Ok(serde_json::from_value(documents)?)
 }
@@ -216,13 +214,14 @@ fn near_recall(found: &[Document], exact: &[Document]) -> f64 {
     hits.min(exact.len()) as f64 / exact.len() as f64
 }
 
-/// A statement's parameters as the native driver binds them.
-fn to_sql_all(values: &[ParameterValue]) -> Result<Vec<Box<dyn ToSql + Sync + Send>>> {
-    values.iter().map(to_sql).collect()
-}
-
-fn bound(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
-    params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
+/// The rows of one of the tool's statements, run through the native driver.
+async fn rows(
+    transaction: &tokio_postgres::Transaction<'_>,
+    statement: &Statement,
+) -> Result<Vec<tokio_postgres::Row>> {
+    let params = statement.params.iter().map(to_sql).collect::<Result<Vec<_>>>()?;
+    let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
+    Ok(transaction.query(&statement.sql, &params).await?)
 }
 
 /// A parameter of the tool's statement as the native driver binds it.
