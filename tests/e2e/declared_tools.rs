@@ -166,6 +166,55 @@ async fn a_backend_that_answers_after_the_timeout_books_once_and_the_call_is_tru
     Ok(())
 }
 
+/// Issue 49: a 503 without `Retry-After` from a backend that honours the key is sent again
+/// (the docs say "after a timeout or a 5xx too"), with the same key, and books once.
+#[tokio::test]
+async fn a_503_without_retry_after_is_sent_again_to_a_backend_that_honours_the_key() -> Result<()> {
+    let reservations = Reservations::start().await?;
+    let app = app(&reservations).await?;
+    let relay = Relay::start().await?;
+    let id = held_at_checkpoint(&app, &relay, "busy").await?;
+
+    reservations.fail_next_confirms(&[503]);
+    ensure!(app.resume(&id, "proceed").await?.status == 202);
+    let completion = relay.wait_for(&id, "completion", SETTLE).await?;
+    ensure!(completion.body["status"] == "COMPLETED", "{}", completion.body);
+    let confirms: Vec<_> = reservations.received().into_iter().filter(|r| r.path == "/holds/h1/confirm").collect();
+    ensure!(confirms.len() == 2, "sent again after the 503: {confirms:?}");
+    ensure!(confirms[0].idempotency_key == confirms[1].idempotency_key, "with the same key");
+    let booked = reservations.holds().iter().filter(|h| h.state == HoldState::Booked).count();
+    ensure!(booked == 1, "booked once: {:?}", reservations.holds());
+    Ok(())
+}
+
+/// Issue 49: a booking the backend turns down (a definite failure) ends FAILED with the
+/// backend's sentence, and the hold is released by exactly one discard.
+#[tokio::test]
+async fn a_refused_execute_fails_the_call_and_releases_the_hold_once() -> Result<()> {
+    let reservations = Reservations::start().await?;
+    let app = app(&reservations).await?;
+    let relay = Relay::start().await?;
+    let id = held_at_checkpoint(&app, &relay, "full").await?;
+
+    reservations.fail_next_confirms(&[422]);
+    ensure!(app.resume(&id, "proceed").await?.status == 202);
+    let completion = relay.wait_for(&id, "completion", SETTLE).await?;
+    ensure!(completion.body["status"] == "FAILED", "{}", completion.body);
+    let said = completion.body["voice_response"].as_str().unwrap_or_default();
+    ensure!(said.contains("The restaurant is full that night."), "{}", completion.body);
+    let deadline = std::time::Instant::now() + SETTLE;
+    while reservations.holds().first().map(|h| h.state.clone()) != Some(HoldState::Released) {
+        ensure!(std::time::Instant::now() < deadline, "the hold was not released: {:?}", reservations.holds());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let paths: Vec<String> = reservations.received().iter().map(|r| format!("{} {}", r.method, r.path)).collect();
+    ensure!(
+        paths == ["POST /holds", "POST /holds/h1/confirm", "DELETE /holds/h1"],
+        "one confirm, then one discard: {paths:?}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_cancel_at_the_checkpoint_releases_the_hold() -> Result<()> {
     let reservations = Reservations::start().await?;
@@ -182,6 +231,55 @@ async fn a_cancel_at_the_checkpoint_releases_the_hold() -> Result<()> {
     }
     let paths: Vec<String> = reservations.received().iter().map(|r| format!("{} {}", r.method, r.path)).collect();
     ensure!(paths == ["POST /holds", "DELETE /holds/h1"], "never booked: {paths:?}");
+    Ok(())
+}
+
+/// A backend that checks signatures as docs/tools.md says (tests/support/reservations.rs) refuses
+/// a captured signed `DELETE /holds/h1` sent to another hold, and the same request sent again:
+/// the signature binds the path and the `Idempotency-Key`, and its nonce is good once. The
+/// other hold stays held (issue 49: a release re-targeted at H3 released it).
+#[tokio::test]
+async fn a_captured_backend_request_is_refused_elsewhere_and_when_replayed() -> Result<()> {
+    use gatehouse_domain::signing::Refusal;
+    use gatehouse_tests::reservations::API_KEY;
+
+    let reservations = Reservations::start().await?;
+    let app = app(&reservations).await?;
+    let relay = Relay::start().await?;
+    let first = held_at_checkpoint(&app, &relay, "captured").await?;
+    let _second = held_at_checkpoint(&app, &relay, "retargeted").await?;
+    ensure!(app.resume(&first, "cancel").await?.status == 200);
+    let deadline = std::time::Instant::now() + SETTLE;
+    let captured = loop {
+        if let Some(release) = reservations.received().into_iter().find(|r| r.method == "DELETE") {
+            break release;
+        }
+        ensure!(std::time::Instant::now() < deadline, "h1 was not released: {:?}", reservations.received());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    ensure!(captured.path == "/holds/h1" && captured.signature_valid, "{captured:?}");
+    let signature = captured.signature.clone().context("the release was signed")?;
+    let key = captured.idempotency_key.clone().context("the release had a key")?;
+
+    let http = reqwest::Client::new();
+    let send_again = |path: &str| {
+        http.delete(format!("{}{path}", reservations.url))
+            .header("authorization", format!("Bearer {API_KEY}"))
+            .header("idempotency-key", key.clone())
+            .header("x-gatehouse-signature", signature.clone())
+            .body(captured.raw_body.clone())
+            .send()
+    };
+    let retargeted = send_again("/holds/h2").await?;
+    ensure!(retargeted.status() == 401, "re-targeted at h2: {}", retargeted.status());
+    let replayed = send_again("/holds/h1").await?;
+    ensure!(replayed.status() == 401, "replayed: {}", replayed.status());
+
+    let received = reservations.received();
+    let refusals: Vec<Option<Refusal>> = received.iter().rev().take(2).rev().map(|r| r.refused_as).collect();
+    ensure!(refusals == [Some(Refusal::Mismatch), Some(Refusal::Replayed)], "{refusals:?}");
+    let states: Vec<HoldState> = reservations.holds().into_iter().map(|hold| hold.state).collect();
+    ensure!(states == [HoldState::Released, HoldState::Held], "h2 is still held: {states:?}");
     Ok(())
 }
 

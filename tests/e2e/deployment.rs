@@ -76,27 +76,44 @@ async fn with_a_contract_secret_only_a_fresh_signature_of_that_very_request_is_a
     let id = call_at_checkpoint(&app, &relay).await?;
     let execute = "/internal/tools/gmail/tool/execute";
     let request = serde_json::to_vec(&json!({"tool_call_id": id, "attempt": 1, "parameters": {}}))?;
+    // Each refusal says which part failed (docs/architecture.md, "Signed hops").
     let forged = [
-        ("unsigned", None),
-        ("another key", Some(sign_contract(b"not-the-secret", unix_now(), "POST", execute, &request))),
+        ("unsigned", None, "signature_missing"),
+        (
+            "another key",
+            Some(sign_contract(b"not-the-secret", unix_now(), "POST", execute, &request)),
+            "signature_mismatch",
+        ),
         (
             "another operation",
             Some(sign_contract(SECRET.as_bytes(), unix_now(), "POST", "/internal/tools/gmail/tool/prepare", &request)),
+            "signature_mismatch",
         ),
-        ("another body", Some(sign_contract(SECRET.as_bytes(), unix_now(), "POST", execute, b"{}"))),
-        ("stale", Some(sign_contract(SECRET.as_bytes(), unix_now() - 3600, "POST", execute, &request))),
+        (
+            "another body",
+            Some(sign_contract(SECRET.as_bytes(), unix_now(), "POST", execute, b"{}")),
+            "signature_mismatch",
+        ),
+        (
+            "stale",
+            Some(sign_contract(SECRET.as_bytes(), unix_now() - 3600, "POST", execute, &request)),
+            "signature_stale",
+        ),
     ];
-    for (what, signature) in forged {
+    for (what, signature, code) in forged {
         let (status, body) = service_request(&app, Method::POST, execute, &request, signature).await?;
-        ensure!(status == 401 && body["code"] == "unauthorized", "{what}: {status} {body}");
+        ensure!(status == 401 && body["code"] == code, "{what}: {status} {body}");
     }
     ensure!(fake.sent().is_empty(), "no forged request sent the email");
     ensure!(fake.drafts().len() == 1, "the draft is untouched");
 
     let describe = "/internal/tools/gmail/tool/describe";
     let signature = sign_contract(SECRET.as_bytes(), unix_now(), "GET", describe, b"");
-    let (status, body) = service_request(&app, Method::GET, describe, b"", Some(signature)).await?;
+    let (status, body) = service_request(&app, Method::GET, describe, b"", Some(signature.clone())).await?;
     ensure!(status == 200 && body["name"] == "send_email", "a signed describe: {status} {body}");
+    // A signed describe is single-use too: every nonce is accepted once.
+    let (status, body) = service_request(&app, Method::GET, describe, b"", Some(signature)).await?;
+    ensure!(status == 401 && body["code"] == "signature_replayed", "a replayed describe: {status} {body}");
 
     ensure!(app.resume(&id, "proceed").await?.status == 202);
     app.wait_for(&id, "COMPLETED", SETTLE).await?;
@@ -183,9 +200,9 @@ async fn the_lifecycle_and_its_tools_on_two_hosts() -> Result<()> {
     let request = serde_json::to_vec(&json!({"tool_call_id": other, "attempt": 1, "session_id": "s",
         "function_name": "send_email", "parameters": {"to": "a@example.com", "subject": "x", "body": "y"}}))?;
     let wrong = sign_contract(b"not-the-secret", unix_now(), "POST", prepare, &request);
-    for signature in [None, Some(wrong)] {
+    for (signature, code) in [(None, "signature_missing"), (Some(wrong), "signature_mismatch")] {
         let (status, body) = service_request_to(&tools, Method::POST, prepare, &request, signature).await?;
-        ensure!(status == 401 && body["code"] == "unauthorized", "{status} {body}");
+        ensure!(status == 401 && body["code"] == code, "{status} {body}");
     }
     ensure!(fake.drafts().is_empty() && fake.sent().len() == 1, "nothing drafted or sent by the forged requests");
     Ok(())

@@ -71,7 +71,7 @@ async fn a_captured_prepare_or_execute_sent_again_does_nothing() -> Result<()> {
         for _ in 0..2 {
             let (status, answer) = proxy::send(&tools.base_url, original).await?;
             let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
-            ensure!(status == 401 && answer["code"] == "unauthorized", "replayed {operation}: {status} {answer}");
+            ensure!(status == 401 && answer["code"] == "signature_replayed", "replayed {operation}: {status} {answer}");
         }
         // The same body, signed afresh: as a duplicate from a confused host would come.
         let signature = gatehouse_tests::sign_contract(

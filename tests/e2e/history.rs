@@ -71,13 +71,14 @@ async fn history_and_stats_count_a_mixed_run_exactly() -> Result<()> {
     assert_eq!(refused.status, 422, "{}", refused.body);
 
     // A crash in prepare, re-driven: validate, prepare crashed, prepare, execute.
-    let crashed = app
-        .create_id(&session, json!({"to": "f@example.com", "checkpoint": false, "trap_in": "prepare"}), None)
-        .await?;
+    let crashed = app.create_id(&session, json!({"to": "f@example.com", "trap_in": "prepare"}), None).await?;
     assert_eq!(app.confirm(&crashed).await?.status, 202);
+    app.wait_for(&crashed, "PREPARED", SETTLE).await?;
+    assert_eq!(app.resume(&crashed, "proceed").await?.status, 202);
     app.wait_for(&crashed, "COMPLETED", SETTLE).await?;
 
-    // A failure, last, so it is the last error: validate, prepare, execute failed.
+    // A failure, last, so it is the last error: validate, prepare, execute failed, and the
+    // discard that releases what prepare left (a definite failure keeps no hold).
     let failed = app.create_id(&session, json!({"to": "b@example.com", "fail_in": "execute"}), None).await?;
     assert_eq!(app.confirm(&failed).await?.status, 202);
     app.wait_for(&failed, "PREPARED", SETTLE).await?;
@@ -85,25 +86,25 @@ async fn history_and_stats_count_a_mixed_run_exactly() -> Result<()> {
     app.wait_for(&failed, "FAILED", SETTLE).await?;
 
     let db = scratch.connect().await?;
-    assert_eq!(executions_reaching(&db, 17).await?, 17);
+    assert_eq!(executions_reaching(&db, 18).await?, 18);
 
     let stats = get(&app, "/voice-tools/tools/fixture_action/stats?window=1h").await?;
     assert_eq!(stats["tool"], TOOL);
     assert_eq!(stats["window"], "1h");
-    assert_eq!(stats["executions"], 17, "{stats}");
+    assert_eq!(stats["executions"], 18, "{stats}");
     assert_eq!(
         stats["outcomes"],
-        json!({"ok": 13, "rejected": 1, "failed": 1, "crashed": 1, "cancelled": 1}),
+        json!({"ok": 14, "rejected": 1, "failed": 1, "crashed": 1, "cancelled": 1}),
         "{stats}"
     );
-    // 13 successes of the 15 executions that ran to an outcome of their own.
-    assert_eq!(stats["success_rate"].as_f64(), Some(0.8667), "{stats}");
+    // 14 successes of the 16 executions that ran to an outcome of their own.
+    assert_eq!(stats["success_rate"].as_f64(), Some(0.875), "{stats}");
     let operations = &stats["by_operation"];
     let counts = |op: &str| (operations[op]["executions"].as_i64(), operations[op]["ok"].as_i64());
     assert_eq!(counts("validate"), (Some(7), Some(6)), "{stats}");
     assert_eq!(counts("prepare"), (Some(6), Some(4)), "{stats}");
     assert_eq!(counts("execute"), (Some(3), Some(2)), "{stats}");
-    assert_eq!(counts("discard"), (Some(1), Some(1)), "{stats}");
+    assert_eq!(counts("discard"), (Some(2), Some(2)), "{stats}");
     let (p50, p95) = (stats["p50_ms"].as_f64().unwrap_or(-1.0), stats["p95_ms"].as_f64().unwrap_or(-1.0));
     assert!(p50 >= 0.0 && p95 >= p50, "{stats}");
     let exact: (f64, f64) = {
@@ -148,7 +149,7 @@ async fn history_and_stats_count_a_mixed_run_exactly() -> Result<()> {
     let by_alias = get(&app, "/voice-tools/tools/fixture_alias/stats?window=1h").await?;
     assert_eq!(by_alias["executions"], 17);
     let oks = get(&app, "/voice-tools/tools/fixture_action/executions?outcome=ok&limit=200").await?;
-    assert_eq!(oks["executions"].as_array().map(Vec::len), Some(13));
+    assert_eq!(oks["executions"].as_array().map(Vec::len), Some(14));
     assert!(oks["next_cursor"].is_null());
     let future = get(&app, "/voice-tools/tools/fixture_action/executions?since=2999-01-01T00:00:00Z").await?;
     assert_eq!(future["executions"], json!([]));

@@ -377,23 +377,15 @@ async fn a_trap_in_prepare_is_redriven_by_the_sweeper_until_the_attempts_run_out
     let options = lifecycle_options(&[("tool_retry_backoff_seconds", &backoff)], &["--sweep-interval", "0.1"]);
     let app = App::start(scratch.serve(options)).await?;
     let session = unique("trap");
-    let twice = app
-        .create_id(
-            &session,
-            json!({"to": "t@example.com", "checkpoint": false, "trap_in": "prepare", "trap_times": 2}),
-            None,
-        )
-        .await?;
-    let always = app
-        .create_id(
-            &session,
-            json!({"to": "t@example.com", "checkpoint": false, "trap_in": "prepare", "trap_times": 3}),
-            None,
-        )
-        .await?;
+    let twice =
+        app.create_id(&session, json!({"to": "t@example.com", "trap_in": "prepare", "trap_times": 2}), None).await?;
+    let always =
+        app.create_id(&session, json!({"to": "t@example.com", "trap_in": "prepare", "trap_times": 3}), None).await?;
     assert_eq!(app.confirm(&twice).await?.status, 202);
     assert_eq!(app.confirm(&always).await?.status, 202);
 
+    app.wait_for(&twice, "PREPARED", SETTLE).await?;
+    assert_eq!(app.resume(&twice, "proceed").await?.status, 202);
     let completed = app.wait_for(&twice, "COMPLETED", SETTLE).await?;
     assert_eq!(completed["attempts"], 3);
     assert_eq!(operations(&app, &twice, "prepare").await?, 3);
@@ -699,9 +691,9 @@ async fn two_runners_share_the_work_without_running_anything_twice() -> Result<(
     for i in 0..40 {
         let params = match i % 4 {
             0 => json!({"to": "x@example.com", "checkpoint": false}),
-            1 => json!({"to": "x@example.com", "checkpoint": false, "trap_in": "prepare"}),
+            1 => json!({"to": "x@example.com", "checkpoint": false, "trap_in": "execute"}),
             2 => json!({"to": "x@example.com", "checkpoint": false, "trap_in": "after_effect"}),
-            _ => json!({"to": "x@example.com", "checkpoint": false, "delay_ms": {"prepare": 200}}),
+            _ => json!({"to": "x@example.com", "checkpoint": false, "delay_ms": {"execute": 200}}),
         };
         ids.push(a.create_id(&session, params, None).await?);
     }

@@ -7,7 +7,7 @@
 //! touching the others.
 
 use anyhow::{Context, Result, ensure};
-use gatehouse_tests::lifecycle::{Answer, App, lifecycle_options};
+use gatehouse_tests::lifecycle::{Answer, App, CALLBACK_SECRET, Relay, lifecycle_options};
 use gatehouse_tests::{TOKEN, unique};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -371,5 +371,88 @@ async fn tenants_are_added_listed_and_limited_from_the_cli() -> Result<()> {
         .env("DATABASE_URL", gatehouse_tests::database_url())
         .output()?;
     ensure!(!bad.status.success(), "an id is lowercase letters, digits and dashes");
+    Ok(())
+}
+
+/// The host:port of a test relay's URL, as `callback_allowed_hosts` names it.
+fn host_of(relay: &Relay) -> Result<String> {
+    let rest = relay.url.strip_prefix("http://").context("an http relay")?;
+    Ok(rest.split('/').next().unwrap_or_default().to_owned())
+}
+
+/// The tenant's callback secrets as `gatehouse tenants callbacks ID --show-secret` prints them
+/// for its relays: derived from the deployment's `callback_secret`, newest first.
+fn secrets_of(tenant: &str) -> Result<Vec<String>> {
+    let output = std::process::Command::new(gatehouse_tests::gatehouse_bin())
+        .args(["tenants", "callbacks", tenant, "--show-secret"])
+        .env("DATABASE_URL", gatehouse_tests::database_url())
+        .env("SPIN_VARIABLE_CALLBACK_SECRET", CALLBACK_SECRET)
+        .output()?;
+    ensure!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    Ok(String::from_utf8(output.stdout)?.lines().map(str::to_owned).collect())
+}
+
+/// Issue 49: one tenant could have its calls' callbacks sent to another tenant's relay, signed
+/// with the one secret every relay trusted. Now each tenant names its own relays' hosts and its
+/// callbacks are signed with its own secret: A's key cannot point a callback at B's relay, and a
+/// callback signed for A does not verify with B's secret (nor with the deployment's).
+#[tokio::test]
+async fn a_tenants_callbacks_reach_only_its_own_relays_signed_with_its_own_secret() -> Result<()> {
+    let app = App::start(lifecycle_options(&[], &["--sweep-interval", "0"])).await?;
+    let (relay_a, relay_b) = (Relay::start().await?, Relay::start().await?);
+    let a = new_tenant(&["--callback-hosts", &host_of(&relay_a)?])?;
+    let b = new_tenant(&["--callback-hosts", &host_of(&relay_b)?])?;
+    let key_a = new_tenant_key(&a, &["calls:write"])?;
+    let silent = new_tenant(&[])?;
+    let key_silent = new_tenant_key(&silent, &["calls:write"])?;
+    let create = |key: &str, relay: &Relay| {
+        let body = json!({"session_id": unique("cb"), "function_name": "fixture_action",
+                          "parameters": {"to": "x@example.com"}, "callback_url": relay.url});
+        let (app, key) = (&app, key.to_owned());
+        async move { app.send_as(&key, Method::POST, "/voice-tools/pending", Some(body), &[]).await }
+    };
+
+    // Neither B's relay, nor the deployment's hosts (the first tenant's), nor any host for a
+    // tenant that named none: the create is refused and names the field.
+    for (key, relay) in [(&key_a, &relay_b), (&key_silent, &relay_a)] {
+        let refused = create(key, relay).await?;
+        ensure!(refused.status == 422 && refused.body["code"] == "callback_not_allowed", "{}", refused.body);
+        ensure!(refused.body["fields"][0]["field"] == "callback_url", "{}", refused.body);
+    }
+    let without =
+        json!({"session_id": unique("cb"), "function_name": "fixture_action", "parameters": {"to": "y@example.com"}});
+    let without = app.send_as(&key_a, Method::POST, "/voice-tools/pending", Some(without), &[]).await?;
+    let id = without.body["tool_call_id"].as_str().context("an id")?.to_owned();
+    let moved = app
+        .send_as(
+            &key_a,
+            Method::POST,
+            &format!("/voice-tools/confirm/{id}"),
+            Some(json!({"callback_url": relay_b.url})),
+            &[],
+        )
+        .await?;
+    ensure!(moved.status == 422 && moved.body["code"] == "callback_not_allowed", "nor on the confirm: {}", moved.body);
+
+    // A's own call reports to A's relay, naming A, signed with A's secret only.
+    let created = create(&key_a, &relay_a).await?;
+    ensure!(created.status == 201, "{}", created.body);
+    let id = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
+    let confirmed =
+        app.send_as(&key_a, Method::POST, &format!("/voice-tools/confirm/{id}"), Some(json!({})), &[]).await?;
+    ensure!(confirmed.status == 202, "{}", confirmed.body);
+    let checkpoint = relay_a.wait_for(&id, "checkpoint", std::time::Duration::from_secs(20)).await?;
+    ensure!(checkpoint.body["tenant"] == a.as_str(), "the callback names its tenant: {}", checkpoint.body);
+    let (secrets_a, secrets_b) = (secrets_of(&a)?, secrets_of(&b)?);
+    ensure!(secrets_a.len() == 1 && secrets_b.len() == 1 && secrets_a != secrets_b, "{secrets_a:?} {secrets_b:?}");
+    let verifies = |secret: &str| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let header = checkpoint.signature.as_deref().unwrap_or_default();
+        gatehouse_domain::callback::verify(secret.as_bytes(), header, &checkpoint.raw_body, now, 300)
+    };
+    ensure!(verifies(&secrets_a[0]), "A's relay verifies with A's secret");
+    ensure!(!verifies(&secrets_b[0]), "B's relay refuses a callback signed for A");
+    ensure!(!verifies(CALLBACK_SECRET), "the deployment's own secret is the first tenant's, not A's");
+    ensure!(relay_b.received().is_empty(), "nothing reached B's relay: {:?}", relay_b.received());
     Ok(())
 }

@@ -91,6 +91,32 @@ async fn a_teams_own_tool_host_runs_once_and_its_history_is_recorded_for_it() ->
     Ok(())
 }
 
+/// Issue 49: a tool host that declares a checkpoint and answers `prepare` without one broke
+/// the contract; its call ends FAILED saying so, and `execute` is never sent (it went PENDING →
+/// EXECUTING → COMPLETED, the side effect done without the caller's second yes).
+#[tokio::test]
+async fn a_tool_that_omits_its_checkpoint_never_executes() -> Result<()> {
+    let host = ToolHost::start(CONTRACT_SECRET, Flaws { omits_checkpoint: true, ..Flaws::default() }).await?;
+    let app = app_with_registry(format!("{TOOL_NAME}|file_ticket={}", host.url)).await?;
+    let relay = Relay::start().await?;
+
+    let created = app.send(Method::POST, "/voice-tools/pending", Some(ticket(&unique("skip"), &relay))).await?;
+    ensure!(created.status == 201, "{}", created.body);
+    let id = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
+    ensure!(app.confirm(&id).await?.status == 202);
+    let completion = relay.wait_for(&id, "completion", SETTLE).await?;
+    ensure!(completion.body["status"] == "FAILED", "{}", completion.body);
+    let said = completion.body["voice_response"].as_str().unwrap_or_default();
+    ensure!(said.contains("stopped before doing anything"), "{}", completion.body);
+
+    let call = app.status(&id).await?.body;
+    let history = call["status_history"].to_string();
+    ensure!(history.contains("broke its contract") && history.contains("`checkpoint`"), "{call}");
+    ensure!(!host.answered().iter().any(|op| op == "execute"), "execute was never sent: {:?}", host.answered());
+    ensure!(host.opened().is_empty(), "no ticket was opened: {:?}", host.opened());
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_tool_that_cannot_be_used_says_why_in_the_list_and_the_create() -> Result<()> {
     // A second application with no contract_secret: its tool routes answer 401 to everyone,

@@ -3,9 +3,14 @@
 //! signed; and a Python and a TypeScript component, each rendered from its template by
 //! `gatehouse new tool` and built from source by sdk/test. Each keeps the contract by the conformance kit, completes a call with
 //! a checkpoint through the lifecycle, and has its history recorded for it by the lifecycle.
+//! And a newcomer's: `gatehouse new tool --backend` in an application's folder, the manifest used
+//! as it wrote it, each tool placing its order with a backend on a port of its own.
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use gatehouse_tests::http_server::{Exchange, Reply, serve_on};
 use gatehouse_tests::lifecycle::{App, Relay, ScratchDatabase, tool_options};
 use gatehouse_tests::python_service::PythonService;
 use gatehouse_tests::{RunnerOptions, app_manifest, gatehouse_bin, pinned_host_bin, unique, workspace_root};
@@ -229,6 +234,100 @@ async fn a_component_completes_a_call(
     } else {
         passes_the_kit(&[&format!("{}/internal/tools/{component}", app.runner.base_url)]).await
     }
+}
+
+/// A newcomer's Python and TypeScript tools, made by following docs/tools.md ("A tool in any
+/// language"): `gatehouse new tool NAME --lang L --backend ORIGIN` run in the folder of a
+/// Gatehouse application writes every manifest entry (routes, component, variables, migrations,
+/// registry entry, the backend's origin), and the application serves them with its manifest as
+/// written. Each tool's `execute` places its order with the backend, a stand-in on a port of its
+/// own, once. The components are the ones sdk/test built from the same templates (copied where
+/// `gatehouse build` would write them: building them again here would take minutes).
+#[tokio::test]
+async fn a_newcomers_tools_reach_their_backend_with_no_hand_edit_to_the_manifest() -> Result<()> {
+    let orders: Arc<Mutex<Vec<Exchange>>> = Arc::default();
+    let received = orders.clone();
+    let backend = serve_on("127.0.0.1:0", move |exchange: Exchange| {
+        let received = received.clone();
+        async move {
+            let Ok(mut orders) = received.lock() else { return Reply::json(500, json!({})) };
+            orders.push(exchange);
+            Reply::json(200, json!({"order": format!("B-{}", orders.len())}))
+        }
+    })
+    .await?;
+
+    let root = workspace_root();
+    let folder = root.join("target/sdk").join(unique("newcomer"));
+    std::fs::create_dir_all(&folder)?;
+    // The newcomer's application: the repository's, as its own spin.toml (a manifest that extends
+    // it, with the shipped registry).
+    std::fs::write(
+        folder.join("spin.toml"),
+        format!(
+            "spin_manifest_version = 2\nextends = {:?}\n\n[application]\nname = \"newcomer\"\n\n[variables]\n\
+             tool_registry = {{ default = \"send_email|send_gmail=gmail,query_vector_db=vector-query\" }}\n",
+            root.join("spin.toml").display().to_string()
+        ),
+    )?;
+    for (tool, language) in [("order_supplies", "python"), ("order_stationery", "typescript")] {
+        let output = std::process::Command::new(gatehouse_bin())
+            .args(["new", "tool", tool, "--lang", language, "--backend", &backend])
+            .current_dir(&folder)
+            .env_remove("GATEHOUSE_MANIFEST")
+            .output()?;
+        ensure!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let component = tool.replace('_', "-");
+        let built = root.join("target/sdk/tools").join(&component).join("app.wasm");
+        std::fs::copy(&built, folder.join(&component).join("app.wasm"))
+            .with_context(|| format!("{} (sdk/test builds it)", built.display()))?;
+    }
+
+    let result = newcomers_tools_complete_calls(&folder, &orders).await;
+    let _ = std::fs::remove_dir_all(&folder);
+    result
+}
+
+async fn newcomers_tools_complete_calls(folder: &Path, orders: &Mutex<Vec<Exchange>>) -> Result<()> {
+    let manifest = std::fs::read_to_string(folder.join("spin.toml"))?;
+    for written in
+        ["order_supplies_backend_url", "order_supplies=order-supplies", "/internal/tools/order-stationery/..."]
+    {
+        ensure!(manifest.contains(written), "gatehouse new tool wrote {written}:\n{manifest}");
+    }
+    let scratch = ScratchDatabase::create("sdk-newcomer").await?;
+    let app = App::start_on(&folder.join("spin.toml"), scratch.serve(tool_options(SECRET, None))).await?;
+    for (placed, tool) in ["order_supplies", "order_stationery"].into_iter().enumerate() {
+        let relay = Relay::start().await?;
+        let order = json!({
+            "session_id": unique("newcomer"),
+            "function_name": tool,
+            "parameters": {"item": "printer paper", "quantity": 3},
+            "callback_url": relay.url,
+        });
+        let created = app.send(Method::POST, "/voice-tools/pending", Some(order)).await?;
+        ensure!(created.status == 201, "{tool}: {}", created.body);
+        let id = created.body["tool_call_id"].as_str().context("an id")?.to_owned();
+        ensure!(app.confirm(&id).await?.status == 202);
+        relay.wait_for(&id, "checkpoint", SETTLE).await.with_context(|| tool.to_owned())?;
+        ensure!(app.resume(&id, "proceed").await?.status == 202);
+        let completion = relay.wait_for(&id, "completion", SETTLE).await?;
+        let number = format!("B-{}", placed + 1);
+        ensure!(completion.body["status"] == "COMPLETED", "{tool}: {}", completion.body);
+        ensure!(
+            completion.body["result"]["order"] == number.as_str(),
+            "{tool}: the backend's number: {}",
+            completion.body
+        );
+        let orders = orders.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+        ensure!(orders.len() == placed + 1, "{tool}: one order each: {orders:?}");
+        let sent = &orders[placed];
+        ensure!(sent.method == "POST" && sent.path == "/orders", "{tool}: {sent:?}");
+        ensure!(sent.header("idempotency-key") == Some(format!("{id}-order").as_str()), "{tool}: {sent:?}");
+        let body: Value = serde_json::from_slice(&sent.body)?;
+        ensure!(body == json!({"item": "printer paper", "quantity": 3}), "{tool}: {body}");
+    }
+    Ok(())
 }
 
 /// The sweeper forgets an SDK tool's call records a week after their last change, oldest first,

@@ -160,6 +160,35 @@ async fn the_seed_conversation_is_one_trace_across_two_hosts_with_no_secret_in_i
         ensure!(span.attribute("http.response.status_code") == Some(status), "{span:#?}");
         ensure!(span.attribute("gatehouse.call.id") == Some(id.as_str()), "{span:#?}");
     }
+    // Each of those requests' log line names the span the edge exported for it, and the relay's
+    // span as its parent: a line leads to its span.
+    let deadline = std::time::Instant::now() + SETTLE;
+    let logged = loop {
+        let lines: Vec<serde_json::Value> =
+            edge.runner.logs().iter().filter_map(|line| serde_json::from_str(line).ok()).collect();
+        let requests: Vec<serde_json::Value> = lines
+            .into_iter()
+            .filter(|line| line["msg"] == "request" && line["trace_id"] == trace_id.as_str())
+            .collect();
+        if requests.len() >= 4 || std::time::Instant::now() > deadline {
+            break requests;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    for (component, name) in [
+        ("pending", "POST /voice-tools/pending"),
+        ("modify", "PATCH /voice-tools/modify/:id"),
+        ("confirm", "POST /voice-tools/confirm/:id"),
+        ("resume", "POST /resume-execution/:id"),
+    ] {
+        let span = find(&trace, |s| s.name == name)[0];
+        let line = logged
+            .iter()
+            .find(|line| line["component"] == component)
+            .with_context(|| format!("no request line from {component}: {logged:#?}"))?;
+        ensure!(line["span_id"] == span.span_id.as_str(), "{component}'s line names another span: {line} {span:#?}");
+        ensure!(line["parent_span_id"] == relay_span, "{line}");
+    }
     // The confirm hands the call to the executor's host: edge server span, its client span,
     // the executor's server span.
     let confirm = find(&trace, |s| s.name == "POST /voice-tools/confirm/:id")[0];

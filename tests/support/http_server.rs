@@ -16,6 +16,9 @@ use serde_json::Value;
 pub struct Exchange {
     pub method: String,
     pub path: String,
+    /// The request target as it arrived: the path and, when there is one, `?` and the query
+    /// (what a signature covers, docs/tools.md, "Signatures").
+    pub target: String,
     headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
@@ -77,8 +80,9 @@ async fn read(request: hyper::Request<Incoming>) -> Exchange {
         .collect();
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
+    let target = request.uri().path_and_query().map_or_else(|| path.clone(), |target| target.as_str().to_owned());
     let body = request.into_body().collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default();
-    Exchange { method, path, headers, body }
+    Exchange { method, path, target, headers, body }
 }
 
 fn respond(reply: Reply) -> hyper::Response<Full<Bytes>> {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use gatehouse_domain::service_auth;
+use gatehouse_domain::signing::{self, SignedRequest};
 use serde_json::{Map, Value, json};
 
 use crate::http_server::{Exchange, Reply, serve_on};
@@ -28,6 +29,11 @@ pub struct Flaws {
     pub accepts_unsigned: bool,
     /// Answers every `execute` only after this long.
     pub slow_execute: Option<Duration>,
+    /// Answers `prepare` with `{"hold": ...}` and no `checkpoint` key, though it declares
+    /// `needs_checkpoint: true` (issue 49: such a call ran without the second yes).
+    pub omits_checkpoint: bool,
+    /// Answers `execute` with a body outside the contract (no `voice_response`).
+    pub answers_off_contract: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +126,10 @@ fn answer(desk: &Mutex<Desk>, exchange: &Exchange) -> Reply {
         ("prepare", Some(call)) => match desk.drafts.get(&call).cloned() {
             Some(Draft::Discarded) => refusal(409, "That ticket was discarded."),
             Some(Draft::Opened(_)) => refusal(409, "That ticket was already opened."),
+            Some(Draft::Drafted) | None if desk.flaws.omits_checkpoint => {
+                desk.drafts.insert(call.clone(), Draft::Drafted);
+                Reply::json(200, json!({"hold": "H-1"}))
+            }
             Some(Draft::Drafted) | None => {
                 desk.drafts.insert(call.clone(), Draft::Drafted);
                 let message = format!("The ticket \"{}\" is drafted. Shall I open it?", subject(&parameters));
@@ -131,8 +141,11 @@ fn answer(desk: &Mutex<Desk>, exchange: &Exchange) -> Reply {
             Some(Draft::Drafted | Draft::Opened(_)) => {
                 let ticket = format!("T-{}", desk.opened.len() + 1);
                 desk.opened.push(ticket.clone());
-                let executed =
-                    json!({"result": {"ticket": ticket}, "voice_response": format!("I've opened ticket {ticket}.")});
+                let executed = if desk.flaws.answers_off_contract {
+                    json!({"ticket": ticket, "ok": true})
+                } else {
+                    json!({"result": {"ticket": ticket}, "voice_response": format!("I've opened ticket {ticket}.")})
+                };
                 desk.drafts.insert(call, Draft::Opened(executed.clone()));
                 Reply::json(200, executed)
             }
@@ -154,10 +167,15 @@ fn answer(desk: &Mutex<Desk>, exchange: &Exchange) -> Reply {
 /// Whether the request carries a valid contract signature whose nonce was not used before.
 fn signed_once(desk: &mut Desk, exchange: &Exchange) -> bool {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let header = exchange.header(service_auth::SIGNATURE_HEADER).unwrap_or_default();
-    let signed =
-        service_auth::verify(desk.secret.as_bytes(), header, &exchange.method, &exchange.path, &exchange.body, now);
-    signed.is_some_and(|signed| desk.spent_nonces.insert(signed.nonce))
+    let request = SignedRequest {
+        method: &exchange.method,
+        target: &exchange.target,
+        idempotency_key: exchange.header("idempotency-key").unwrap_or_default(),
+        body: &exchange.body,
+    };
+    let header = exchange.header(service_auth::SIGNATURE_HEADER);
+    let signed = signing::verify(&[desk.secret.as_bytes()], header, &request, now);
+    signed.is_ok_and(|signed| desk.spent_nonces.insert(signed.nonce))
 }
 
 fn description() -> Value {

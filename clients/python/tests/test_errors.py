@@ -118,7 +118,7 @@ def test_a_session_holds_50_waiting_calls_then_429_too_many_open_calls_until_one
     e = expect(TooManyOpenCallsError, "too_many_open_calls", 429, lambda: gh.create_tool_call(request))
     again = gh.create_tool_call(request, idempotency_key="first-of-the-session")
     assert again["tool_call_id"] == ids[0], "a create retried with its key answers the first answer, full session or not"
-    assert e.retry_after is None, "no Retry-After: waiting does not help"
+    assert e.retry_after == 1, "Retry-After: 1, as on every 429, though waiting alone does not help"
     assert len(gh.list_tool_calls(session_id=session_id, limit=100)["calls"]) == MAX_PENDING_CALLS, "nothing recorded"
     gh.cancel_tool_call(ids[0], {"reason": "making room"})
     assert gh.create_tool_call(request)["status"] == "PENDING", "a settled call makes room for another"
@@ -142,7 +142,7 @@ CANNED = [
     (500, "Internal Server Error", {"error": "Something went wrong on my side.", "code": "internal"}, {}, InternalError),
     (502, "Bad Gateway", {"error": "The email tool isn't answering right now.", "code": "tool_unavailable"}, {}, ToolUnavailableError),
     (503, "Service Unavailable", {"error": "The request took longer than the server allows (300 s) and was stopped.",
-                                  "code": "deadline_exceeded"}, {}, DeadlineExceededError),
+                                  "code": "deadline_exceeded"}, {"Retry-After": "1"}, DeadlineExceededError),
     (409, "Conflict", {"error": "It's too late to cancel: the email is already being sent.", "code": "side_effect_started",
                        "status": "EXECUTING", "tool_call_id": "tc_0123456789ab"}, {}, SideEffectStartedError),
 ]

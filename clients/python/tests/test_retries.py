@@ -7,8 +7,8 @@ import time
 import pytest
 
 from gatehouse_client import (
-    AsyncGatehouse, CallbackUrlConflictError, DatabaseUnavailableError, GatehouseConnectionError, RequestTimeoutError,
-    TooManyOpenCallsError,
+    AsyncGatehouse, CallbackUrlConflictError, DatabaseUnavailableError, DeadlineExceededError, GatehouseConnectionError,
+    RequestTimeoutError, TooManyOpenCallsError,
 )
 
 from conftest import BODY_READ_TIMEOUT, SEED_EMAIL, TOKEN, Proxy, client, raw_answer, session
@@ -102,6 +102,20 @@ def test_a_modify_refused_with_503_is_retried_and_goes_through():
         modified = client(base_url=proxy.url).modify_tool_call(created["tool_call_id"], {"parameters": {"to": "john.smith@gmail.com"}})
         assert modified["updated_parameters"]["to"] == "john.smith@gmail.com"
         assert proxy.stats["answered"] == 1
+    finally:
+        proxy.close()
+
+
+def test_a_modify_stopped_at_its_deadline_is_not_sent_again_whatever_its_retry_after():
+    created = create(client(), session("503-deadline"))
+    stopped = raw_answer(503, "Service Unavailable", {"error": "The request took longer than the server allows (300 s) and was stopped.",
+                                                      "code": "deadline_exceeded"}, {"Retry-After": "1"})
+    proxy = Proxy(lambda n: stopped if n == 0 else "forward")
+    try:
+        with pytest.raises(DeadlineExceededError) as raised:
+            client(base_url=proxy.url).modify_tool_call(created["tool_call_id"], {"parameters": {"to": "john.smith@gmail.com"}})
+        assert raised.value.retry_after == 1
+        assert proxy.stats["connections"] == 1, "it may have been carried out: the code decides, not the header"
     finally:
         proxy.close()
 

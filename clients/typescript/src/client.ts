@@ -74,11 +74,12 @@ export interface CreateOptions extends RequestOptions {
 /**
  * When a request may be sent again:
  * - `idempotent` (reads, the sweep, and a create, which always carries an Idempotency-Key):
- *   after any connection failure, after a 503 with `Retry-After`, once that time has passed, and
+ *   after any connection failure, after a 503 `database_unavailable`, once its `Retry-After` has
+ *   passed, and
  *   after a 408 `request_timeout` (the body did not arrive in time: the runner answered before
  *   any component ran), after the connection backoff, with the same body;
  * - `conditional` (modify, cancel): after a connection that failed before the request left, and
- *   after a 503 with `Retry-After`: these answer 503 only when their first connection failed,
+ *   after a 503 `database_unavailable`: these answer it only when their first connection failed,
  *   before anything was written. A lost answer is not retried (a second modify or cancel would
  *   answer differently), it raises GatehouseConnectionError with `maybeSent: true`;
  * - `once` (confirm, resume, the direct flows, MCP): only after a connection that failed before
@@ -92,9 +93,10 @@ export interface CreateOptions extends RequestOptions {
  * may send the request again itself. (After a proxy's, a repeated modify, cancel, confirm or
  * resume that had taken effect is refused with 409 naming the call's state; a direct flow would
  * run again, so read the session's calls first.)
- * Never retried, whatever the policy: a 503 without `Retry-After` (`deadline_exceeded`: the
- * request may have been carried out), 429 `too_many_open_calls` (no `Retry-After`; waiting alone
- * does not help, the session's calls must be confirmed or cancelled first), 409
+ * Never retried, whatever the policy: a 503 `deadline_exceeded` (the request may have been
+ * carried out; every 503 carries `Retry-After`, so the code decides, not the header), 429
+ * `too_many_open_calls` (waiting alone does not help, the session's calls must be confirmed or
+ * cancelled first), 409
  * `callback_url_conflict` (a repeat gets the same answer), and every other 4xx and 5xx.
  */
 type RetryPolicy = "idempotent" | "conditional" | "once";
@@ -379,7 +381,8 @@ export class Gatehouse {
         );
       }
       const retryAfter = parseRetryAfter(response.headers.get("retry-after"));
-      if (response.status === 503 && retryAfter !== undefined && call.retry !== "once" && !call.accept?.includes(503)) {
+      const retryable = response.status === 503 && errorCode(text) === "database_unavailable";
+      if (retryable && retryAfter !== undefined && call.retry !== "once" && !call.accept?.includes(503)) {
         if (attempt < this.maxAttempts && retryAfter <= this.maxRetryAfterSeconds) {
           await sleep(retryAfter * 1000);
           continue;
@@ -405,6 +408,17 @@ class RawBody {
 
 function enc(segment: string): string {
   return encodeURIComponent(segment);
+}
+
+/** An error answer's `code`; undefined when the body is not the API's error shape. */
+function errorCode(text: string): string | undefined {
+  try {
+    const body: unknown = JSON.parse(text);
+    const code = typeof body === "object" && body !== null ? (body as { code?: unknown }).code : undefined;
+    return typeof code === "string" ? code : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function parseRetryAfter(value: string | null): number | undefined {

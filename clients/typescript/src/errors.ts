@@ -74,8 +74,9 @@ export class DeadlineExceededError extends GatehouseError {}
 export class CallbackUrlConflictError extends GatehouseError {}
 /**
  * 429 `too_many_open_calls`: the session already holds `max_pending_calls_per_session` (default
- * 50) waiting PENDING calls, so no call was recorded. Never retried and no `Retry-After`: waiting
- * alone does not help. Confirm or cancel some of the session's calls first.
+ * 50) waiting PENDING calls, so no call was recorded. Never retried: waiting alone does not help
+ * (its `retryAfter` of 1, as on every 429, only paces a retry). Confirm or cancel some of the
+ * session's calls first.
  */
 export class TooManyOpenCallsError extends GatehouseError {}
 /**

@@ -510,6 +510,8 @@ export type McpProtocolVersion = "2026-07-28" | "2025-11-25" | "2025-06-18" | "2
 export type CallbackKind = "progress" | "checkpoint" | "completion";
 export interface ProgressCallback {
   tool_call_id: ToolCallId;
+  /** The call's tenant: the callback is signed with its own secret (docs/keys.md). */
+  tenant: string;
   intent_id: string | null;
   status: "EXECUTING" | "PREPARED";
   progress: string;
@@ -520,6 +522,8 @@ export interface ProgressCallback {
 }
 export interface CheckpointCallback {
   tool_call_id: ToolCallId;
+  /** The call's tenant: the callback is signed with its own secret (docs/keys.md). */
+  tenant: string;
   status: "PREPARED";
   checkpoint: "ready_to_execute";
   message: string;
@@ -528,6 +532,8 @@ export interface CheckpointCallback {
 }
 export interface CompletionCallback {
   tool_call_id: ToolCallId;
+  /** The call's tenant: the callback is signed with its own secret (docs/keys.md). */
+  tenant: string;
   session_id: string;
   status: SettledStatus;
   result: unknown;

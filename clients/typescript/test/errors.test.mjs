@@ -116,7 +116,7 @@ test("429 too_many_open_calls: a session holds 50 waiting calls; a create past t
   await expectError(gh.createToolCall(request), TooManyOpenCallsError, "too_many_open_calls", 429);
   const again = await gh.createToolCall(request, { idempotencyKey: "first-of-the-session" });
   assert.equal(again.tool_call_id, ids[0], "a create retried with its key answers the first answer, full session or not");
-  await assert.rejects(gh.createToolCall(request), (e) => e instanceof TooManyOpenCallsError && e.retryAfter === undefined, "no Retry-After: waiting does not help");
+  await assert.rejects(gh.createToolCall(request), (e) => e instanceof TooManyOpenCallsError && e.retryAfter === 1, "Retry-After: 1, as on every 429, though waiting alone does not help");
   const listed = await gh.listToolCalls({ session_id: sessionId, limit: 100 });
   assert.equal(listed.calls.length, MAX_PENDING_CALLS, "the refused creates recorded nothing");
   await gh.cancelToolCall(ids[0], { reason: "making room" });
@@ -143,7 +143,7 @@ test("errors only a failing server gives, played by a proxy from the documented 
   const canned = [
     [500, "Internal Server Error", { error: "Something went wrong on my side.", code: "internal" }, {}, InternalError],
     [502, "Bad Gateway", { error: "The email tool isn't answering right now.", code: "tool_unavailable" }, {}, ToolUnavailableError],
-    [503, "Service Unavailable", { error: "The request took longer than the server allows (300 s) and was stopped.", code: "deadline_exceeded" }, {}, DeadlineExceededError],
+    [503, "Service Unavailable", { error: "The request took longer than the server allows (300 s) and was stopped.", code: "deadline_exceeded" }, { "Retry-After": "1" }, DeadlineExceededError],
     [409, "Conflict", { error: "It's too late to cancel: the email is already being sent.", code: "side_effect_started", status: "EXECUTING", tool_call_id: "tc_0123456789ab" }, {}, SideEffectStartedError],
   ];
   for (const [status, reason, body, headers, Class] of canned) {

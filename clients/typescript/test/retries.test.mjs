@@ -3,7 +3,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
 import {
-  CallbackUrlConflictError, DatabaseUnavailableError, GatehouseConnectionError, RequestTimeoutError, TooManyOpenCallsError,
+  CallbackUrlConflictError, DatabaseUnavailableError, DeadlineExceededError, GatehouseConnectionError, RequestTimeoutError,
+  TooManyOpenCallsError,
 } from "gatehouse-client";
 import { client, env, rawAnswer, seedEmail, session, startProxy } from "./support.mjs";
 
@@ -93,6 +94,19 @@ test("a modify refused with 503 and Retry-After (it wrote nothing) is retried an
     const modified = await client({ baseUrl: proxy.url }).modifyToolCall(created.tool_call_id, { parameters: { to: "john.smith@gmail.com" } });
     assert.equal(modified.updated_parameters.to, "john.smith@gmail.com");
     assert.equal(proxy.stats.answered, 1);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("a modify stopped at its deadline is not sent again, whatever its Retry-After: the code decides, not the header", async () => {
+  const gh = client();
+  const created = await gh.createToolCall({ session_id: session("503-deadline"), function_name: "send_email", parameters: seedEmail });
+  const stopped = rawAnswer(503, "Service Unavailable", { error: "The request took longer than the server allows (300 s) and was stopped.", code: "deadline_exceeded" }, { "Retry-After": "1" });
+  const proxy = await startProxy((n) => (n === 0 ? { respond: stopped } : "forward"));
+  try {
+    await assert.rejects(client({ baseUrl: proxy.url }).modifyToolCall(created.tool_call_id, { parameters: { to: "john.smith@gmail.com" } }), (e) => e instanceof DeadlineExceededError && e.retryAfter === 1);
+    assert.equal(proxy.stats.connections, 1, "sent once: it may have been carried out");
   } finally {
     await proxy.close();
   }

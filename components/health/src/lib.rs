@@ -17,9 +17,9 @@ async fn health(req: Request, _params: Params) -> Result<Reply, ApiError> {
             // A degraded health check is an answer, not a failure of this route; the
             // cause still goes to the operator's log.
             gatehouse_platform::log_error(&error);
-            let mut response =
+            // A 503: `json_response` adds its Retry-After.
+            let response =
                 gatehouse_http::json_response(503, &json!({"status": "degraded", "database": "unavailable"}));
-            response.set_header("retry-after", gatehouse_http::RETRY_AFTER_SECONDS);
             Ok(response.into())
         }
     }

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gatehouse_domain::service_auth;
+use gatehouse_domain::signing::{self, SignedRequest};
 use reqwest::{Method, Url};
 use serde_json::{Value, json};
 
@@ -26,18 +27,65 @@ pub(crate) enum Signing {
 pub(crate) struct Answer {
     pub status: u16,
     pub body: Value,
+    /// How the kit signed the request, kept for a 401: the tool refused the signature, and its
+    /// author needs the recipe to compare with their own.
+    pub signed_as: Option<Signature>,
 }
 
 impl Answer {
-    /// A short account of the answer for a reason: the status and the body, cut.
+    /// A short account of the answer for a reason: the status and the body, cut; for a 401 to a
+    /// signed request, the recipe the kit signed it by.
     pub fn told(&self) -> String {
-        let mut body = self.body.to_string();
-        if body.len() > 160 {
-            let cut = (0..=160).rev().find(|&i| body.is_char_boundary(i)).unwrap_or(0);
-            body.truncate(cut);
-            body.push('…');
+        let told = format!("HTTP {} {}", self.status, cut(self.body.to_string(), 160));
+        match (&self.signed_as, self.status) {
+            (Some(signature), 401 | 403) => format!("{told}; {}", signature.recipe()),
+            _ => told,
         }
-        format!("HTTP {} {body}", self.status)
+    }
+}
+
+pub(crate) fn cut(mut text: String, at: usize) -> String {
+    if text.len() > at {
+        let end = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+/// A signature the kit made: the header and the content its MAC is over
+/// (`gatehouse_domain::signing`, the recipe openapi/signing-test-vector.json publishes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Signature {
+    /// The header it went in: the contract's, or a declared tool's backend's.
+    pub header_name: &'static str,
+    pub header: String,
+    pub content: Vec<u8>,
+}
+
+impl Signature {
+    /// `key` over the request to `url`: the target signed is the URL's path and query, as the
+    /// tool sees them in the request line.
+    pub fn new(key: &str, now: u64, nonce: &str, method: &str, url: &Url, idempotency_key: &str, body: &[u8]) -> Self {
+        let target = signing::target_of(url.as_str());
+        let request = SignedRequest { method, target: &target, idempotency_key, body };
+        Signature {
+            header_name: service_auth::SIGNATURE_HEADER,
+            header: signing::sign_with_each(&[key.as_bytes()], now, nonce, &request),
+            content: signing::content(now, nonce, &request),
+        }
+    }
+
+    /// What the kit did, for the author of a tool that refused it (never the secret).
+    pub fn recipe(&self) -> String {
+        let content = cut(String::from_utf8_lossy(&self.content).into_owned(), 300);
+        format!(
+            "the kit signed it {}: {}, where v1 = hex HMAC-SHA256(secret, content) and content = \"{}\" \
+             (t \".\" nonce LF METHOD SP path LF Idempotency-Key LF body; docs/tools.md, \"Signatures\")",
+            self.header_name,
+            self.header,
+            content.escape_debug()
+        )
     }
 }
 
@@ -71,21 +119,22 @@ impl Contract {
 
     /// `GET /tool/describe`, signed.
     pub async fn describe(&self) -> Result<Answer, String> {
-        let request = self.request(Method::GET, "describe", Vec::new(), Signing::Valid)?;
-        self.send("describe", request).await
+        let (request, signed_as) = self.request(Method::GET, "describe", Vec::new(), Signing::Valid)?;
+        self.send("describe", request, signed_as).await
     }
 
     /// `POST /tool/<operation>` with `body`.
     pub async fn post(&self, operation: &str, body: &Value, signing: Signing) -> Result<Answer, String> {
-        let request = self.request(Method::POST, operation, body.to_string().into_bytes(), signing)?;
-        self.send(operation, request).await
+        let (request, signed_as) = self.request(Method::POST, operation, body.to_string().into_bytes(), signing)?;
+        self.send(operation, request, signed_as).await
     }
 
     /// The same signed request sent twice: the two answers.
     pub async fn post_twice(&self, operation: &str, body: &Value) -> Result<(Answer, Answer), String> {
-        let request = self.request(Method::POST, operation, body.to_string().into_bytes(), Signing::Valid)?;
+        let (request, signed_as) =
+            self.request(Method::POST, operation, body.to_string().into_bytes(), Signing::Valid)?;
         let again = request.try_clone().ok_or("the request cannot be copied")?;
-        Ok((self.send(operation, request).await?, self.send(operation, again).await?))
+        Ok((self.send(operation, request, signed_as.clone()).await?, self.send(operation, again, signed_as).await?))
     }
 
     fn request(
@@ -94,7 +143,7 @@ impl Contract {
         operation: &str,
         body: Vec<u8>,
         signing: Signing,
-    ) -> Result<reqwest::Request, String> {
+    ) -> Result<(reqwest::Request, Option<Signature>), String> {
         let url = format!("{}/tool/{operation}", self.base.as_str().trim_end_matches('/'));
         let url = Url::parse(&url).map_err(|e| format!("{url}: {e}"))?;
         let key = match (signing, &self.secret) {
@@ -103,20 +152,26 @@ impl Contract {
             (Signing::Valid | Signing::Unsigned, _) => None,
         };
         let mut builder = self.http.request(method.clone(), url.clone()).header("content-type", "application/json");
-        if let Some(key) = key {
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            let signature = service_auth::sign(key.as_bytes(), now, &nonce(), method.as_str(), url.path(), &body);
-            builder = builder.header(service_auth::SIGNATURE_HEADER, signature);
+        // The contract's requests carry no Idempotency-Key, so the signature binds an empty one.
+        let signed_as = key.map(|key| Signature::new(&key, unix_now(), &nonce(), method.as_str(), &url, "", &body));
+        if let Some(signature) = &signed_as {
+            builder = builder.header(service_auth::SIGNATURE_HEADER, signature.header.clone());
         }
-        builder.timeout(self.timeout).body(body).build().map_err(|e| e.to_string())
+        let request = builder.timeout(self.timeout).body(body).build().map_err(|e| e.to_string())?;
+        Ok((request, signed_as))
     }
 
-    async fn send(&self, operation: &str, request: reqwest::Request) -> Result<Answer, String> {
+    async fn send(
+        &self,
+        operation: &str,
+        request: reqwest::Request,
+        signed_as: Option<Signature>,
+    ) -> Result<Answer, String> {
         match self.http.execute(request).await {
             Ok(response) => {
                 let status = response.status().as_u16();
                 let body = response.bytes().await.map_err(|e| format!("{operation}: reading the answer: {e}"))?;
-                Ok(Answer { status, body: serde_json::from_slice(&body).unwrap_or(Value::Null) })
+                Ok(Answer { status, body: serde_json::from_slice(&body).unwrap_or(Value::Null), signed_as })
             }
             Err(error) if error.is_timeout() => {
                 let late = format!("{operation} (no answer within {} ms)", self.timeout.as_millis());
@@ -149,8 +204,14 @@ pub(crate) fn new_call_id() -> String {
     format!("tc_{}", random_hex(6))
 }
 
-fn nonce() -> String {
+/// A signature's nonce: fresh for every request the kit signs.
+pub(crate) fn nonce() -> String {
     random_hex(16)
+}
+
+/// The clock a signature's `t` is read from.
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -166,4 +227,43 @@ fn random_hex(bytes: usize) -> String {
         }
     }
     hex::encode(buffer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kit signs the docs' test vector (openapi/signing-test-vector.json) to the header the
+    /// docs publish, and prints that recipe when a tool answers 401.
+    #[test]
+    fn the_kit_signs_the_published_test_vector() {
+        let vector: Value = serde_json::from_str(include_str!("../../../openapi/signing-test-vector.json"))
+            .unwrap_or_else(|e| panic!("openapi/signing-test-vector.json: {e}"));
+        let text = |name: &str| vector[name].as_str().unwrap_or_else(|| panic!("no {name}")).to_owned();
+        let url = Url::parse(&format!("https://tools.example.com{}", text("target")))
+            .unwrap_or_else(|e| panic!("the vector's target: {e}"));
+        let signature = Signature::new(
+            &text("secret"),
+            vector["timestamp"].as_u64().unwrap_or_default(),
+            &text("nonce"),
+            &text("method"),
+            &url,
+            &text("idempotency_key"),
+            text("body").as_bytes(),
+        );
+        assert_eq!(signature.header, text("header"));
+        assert_eq!(signature.content, text("content").into_bytes());
+
+        let refused = Answer {
+            status: 401,
+            body: json!({"error": "no", "code": "signature_mismatch"}),
+            signed_as: Some(signature.clone()),
+        };
+        let told = refused.told();
+        assert!(told.contains("signature_mismatch") && told.contains(&text("header")), "{told}");
+        assert!(told.contains(r"DELETE /holds/H4?notify=false\n"), "the content, LF shown: {told}");
+        assert!(!told.contains(&text("secret")), "never the secret: {told}");
+        let accepted = Answer { status: 200, ..refused };
+        assert!(!accepted.told().contains("HMAC"), "the recipe only for a 401");
+    }
 }

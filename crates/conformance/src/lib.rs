@@ -8,7 +8,13 @@
 //! so the rules about calls are checked through the application it is registered in
 //! ([`Kit::through`]): the kit creates real calls there and probes the tool with their ids.
 //! Either way `execute` really runs once: check a tool against its test backend.
+//!
+//! A declared tool's backend is checked too (`gatehouse tools check FILE --backend`,
+//! [`backend::run`]): the requests its declaration describes, signed as the declared-tool
+//! component signs them, and the same requests unsigned, wrongly signed, replayed and sent to
+//! another target, which the backend must refuse (docs/architecture.md, "Declared tools").
 
+pub mod backend;
 mod contract;
 mod lifecycle;
 mod rules;
@@ -49,9 +55,18 @@ pub enum Rule {
     RefusesWrongSignature,
     RefusesReplay,
     AnswersInTime,
+    /// A declared tool's backend: its first request, signed as Gatehouse signs it, is accepted.
+    AcceptsSigned,
+    /// A request signed for one target and sent to another is refused.
+    RefusesRetargeted,
+    /// The same `execute` under the same `Idempotency-Key` acts once.
+    HonoursIdempotencyKey,
+    /// What the kit prepared is released by the declaration's `discard`.
+    DiscardsPrepared,
 }
 
 impl Rule {
+    /// The rules of the tool contract, checked against a running tool.
     pub const ALL: [Rule; 11] = [
         Rule::Describe,
         Rule::ValidateAccepts,
@@ -64,6 +79,18 @@ impl Rule {
         Rule::RefusesWrongSignature,
         Rule::RefusesReplay,
         Rule::AnswersInTime,
+    ];
+
+    /// The rules for a declared tool's backend (docs/tools.md, "What your backend receives"):
+    /// the signature rules are the tool contract's own, asked of the backend.
+    pub const BACKEND: [Rule; 7] = [
+        Rule::AcceptsSigned,
+        Rule::RefusesUnsigned,
+        Rule::RefusesWrongSignature,
+        Rule::RefusesReplay,
+        Rule::RefusesRetargeted,
+        Rule::HonoursIdempotencyKey,
+        Rule::DiscardsPrepared,
     ];
 
     pub const fn sentence(self) -> &'static str {
@@ -79,6 +106,10 @@ impl Rule {
             Rule::RefusesWrongSignature => "a wrongly signed request is refused",
             Rule::RefusesReplay => "a replayed request is refused",
             Rule::AnswersInTime => "every answer comes within the timeout",
+            Rule::AcceptsSigned => "a correctly signed request is accepted",
+            Rule::RefusesRetargeted => "a request sent to another target than it was signed for is refused",
+            Rule::HonoursIdempotencyKey => "execute twice with the same Idempotency-Key acts once",
+            Rule::DiscardsPrepared => "discard releases what the kit prepared",
         }
     }
 }
@@ -120,7 +151,7 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = self.tool.as_deref().unwrap_or("(no description)");
         writeln!(f, "{name} at {}", self.base_url)?;
-        let width = Rule::ALL.iter().map(|rule| rule.sentence().len()).max().unwrap_or(0);
+        let width = self.findings.iter().map(|finding| finding.rule.sentence().len()).max().unwrap_or(0);
         for finding in &self.findings {
             let (mark, reason) = match &finding.verdict {
                 Verdict::Pass => ("pass", ""),
@@ -141,4 +172,8 @@ pub enum KitError {
     NotAUrl(String),
     #[error("building the HTTP client: {0}")]
     Client(String),
+    /// A declared tool's backend could not be named: its origin variable is not set, or not an
+    /// origin.
+    #[error("the backend's origin: {0}")]
+    Origin(String),
 }

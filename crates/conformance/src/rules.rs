@@ -2,7 +2,10 @@
 //! judges the answers by openapi/tool-contract.yaml: 200 success, 422 the tool's "no", 409 an
 //! operation out of order, 401 a request that is not validly signed, once.
 
-use gatehouse_domain::contract::{Executed, Prepared, ToolDescription, Validated};
+use gatehouse_domain::contract::{
+    ContractAnswer, Discarded, Executed, Operation, Prepared, Summary, ToolDescription, Validated, declared_checkpoint,
+    read_answer,
+};
 use serde_json::{Map, Value, json};
 
 use crate::contract::{Answer, Contract, Signing, new_call_id, on_call};
@@ -84,8 +87,7 @@ async fn describe(contract: &Contract, kit: &Kit) -> Result<(ToolDescription, Ma
     if answer.status != 200 {
         return Err(format!("describe answered {}", answer.told()));
     }
-    let description: ToolDescription = serde_json::from_value(answer.body.clone())
-        .map_err(|e| format!("the description is not the contract's shape ({e}): {}", answer.told()))?;
+    let description: ToolDescription = read(&answer, Operation::Describe)?;
     let schema = &description.parameters_schema;
     let validator = jsonschema::draft202012::options()
         .should_validate_formats(true)
@@ -122,11 +124,7 @@ async fn validate_accepts(
     if answer.status != 200 {
         return Err(format!("validate refused parameters its own schema accepts: {}", answer.told()));
     }
-    let validated: Validated = serde_json::from_value(answer.body.clone())
-        .map_err(|e| format!("the answer is not the contract's shape ({e}): {}", answer.told()))?;
-    if validated.summary.trim().is_empty() {
-        return Err("validate answered an empty summary".to_owned());
-    }
+    let validated: Validated = read(&answer, Operation::Validate)?;
     if let Ok(validator) = jsonschema::draft202012::new(&description.parameters_schema)
         && let Some(problem) = validator.iter_errors(&Value::Object(validated.parameters.clone())).next()
     {
@@ -186,6 +184,7 @@ async fn summarize(
     if first.status != 200 || second.status != 200 {
         return Err(format!("summarize answered {} then {}", first.told(), second.told()));
     }
+    read::<Summary>(&first, Operation::Summarize)?;
     if first.body != second.body {
         return Err(format!("the same parameters were summarized as {} then {}", first.body, second.body));
     }
@@ -195,6 +194,13 @@ async fn summarize(
         return Err(format!("summarize said {} where validate said {:?}", first.body["summary"], validated.summary));
     }
     Ok(Verdict::Pass)
+}
+
+/// `answer`'s body read as the contract's answer to `operation`, as the lifecycle reads it
+/// (`gatehouse_domain::contract::read_answer`); a breach names the field.
+fn read<T: ContractAnswer>(answer: &Answer, operation: Operation) -> Result<T, String> {
+    let body = serde_json::to_vec(&answer.body).map_err(|e| e.to_string())?;
+    read_answer(operation, &body).map_err(|breach| format!("{breach}: {}", answer.told()))
 }
 
 /// A rule about `prepare`, checked only for a tool that has one: `rule` is not run otherwise.
@@ -226,9 +232,10 @@ async fn prepare(contract: &Contract, id: &str, parameters: &Value) -> Result<Re
         UNKNOWN_CALL => return Ok(Err(keeps_calls_in_gatehouse())),
         _ => return Err(format!("prepare was answered {}", answer.told())),
     }
-    let prepared: Prepared = serde_json::from_value(answer.body.clone())
-        .map_err(|e| format!("prepare's answer is not the contract's shape ({e}): {}", answer.told()))?;
-    Ok(Ok(prepared.checkpoint.map(|c| json!({"message": c.message, "state": c.state})).unwrap_or(Value::Null)))
+    // Only a tool that declared a checkpoint is asked to prepare: it must answer one.
+    let prepared: Prepared = read(&answer, Operation::Prepare)?;
+    let checkpoint = declared_checkpoint(true, prepared.checkpoint).map_err(|breach| breach.to_string())?;
+    Ok(Ok(checkpoint.map(|c| json!({"message": c.message, "state": c.state})).unwrap_or(Value::Null)))
 }
 
 /// After `discard`, the call's `prepare` and `execute` are refused (409).
@@ -259,6 +266,7 @@ async fn discard_directly(contract: &Contract, parameters: &Value) -> Result<Ver
     if discarded.status != 200 {
         return Err(format!("discard was answered {}", discarded.told()));
     }
+    read::<Discarded>(&discarded, Operation::Discard)?;
     refused_after_discard(contract, &id, parameters, &checkpoint).await
 }
 
@@ -293,6 +301,7 @@ async fn execute_twice_directly(
     if first.status != 200 {
         return Err(format!("execute was answered {}", first.told()));
     }
+    read::<Executed>(&first, Operation::Execute)?;
     let second = contract.post("execute", &request, Signing::Valid).await?;
     same_outcome(&first, &second)
 }
@@ -355,8 +364,11 @@ async fn execute_twice_through(
     if call["status"] != "COMPLETED" {
         return Err(format!("the call did not complete: {call}"));
     }
-    let first =
-        Answer { status: 200, body: json!({"result": call["result"], "voice_response": call["voice_response"]}) };
+    let first = Answer {
+        status: 200,
+        body: json!({"result": call["result"], "voice_response": call["voice_response"]}),
+        signed_as: None,
+    };
     let request = on_call(&id, &Value::Object(parameters.clone()), &call["checkpoint"]);
     let second = contract.post("execute", &request, Signing::Valid).await?;
     same_outcome(&first, &second)

@@ -121,6 +121,12 @@ impl Declared {
         Ok(Executed { result, voice_response: template::render_text(&answer.voice_response, &scope)? })
     }
 
+    /// The Spin variable that holds the tool's signing secret (`book_table_signing_secret`):
+    /// `gatehouse tools add` declares it, and the kit signs with it as the component does.
+    pub fn signing_secret_variable(&self) -> String {
+        format!("{}_signing_secret", self.declaration.name)
+    }
+
     /// The Spin variables the templates read (`vars.*` and `secrets.*`), and the one that holds
     /// the backend's origin: the component's `[variables]` must give each a value.
     pub fn variables(&self) -> BTreeSet<String> {

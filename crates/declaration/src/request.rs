@@ -1,8 +1,11 @@
 //! The requests a declared tool sends its backend: built from a step's templates, with the
 //! headers that make them safe on the backend's side (docs/tools.md, "What your backend
-//! receives"): an `Idempotency-Key` for the call and the operation, and a signature over the
-//! timestamp and the body, in the format of Gatehouse's callbacks.
+//! receives"): an `Idempotency-Key` for the call and the operation, and a signature by the
+//! one recipe of `gatehouse_domain::signing`, over the time, a nonce, the method, the path and
+//! query, the key and the body, so a captured request cannot be replayed or sent to another
+//! record (docs/architecture.md, "Declared tools").
 
+use gatehouse_domain::signing::{self, SignedRequest};
 use serde_json::{Map, Value, json};
 
 use crate::model::{HttpMethod, Step};
@@ -93,12 +96,27 @@ impl std::fmt::Debug for BackendRequest {
 }
 
 impl BackendRequest {
-    /// Signs the request for the backend: `X-Gatehouse-Signature: t=<unix seconds>,v1=<hex
-    /// HMAC-SHA256 of "<t>.<body>">`, the same format as the callbacks, so a backend verifies
-    /// it with the same three lines.
-    pub fn sign(&mut self, secret: &[u8], unix_seconds: u64) {
-        let signature = gatehouse_domain::callback::sign(secret, unix_seconds, &self.body);
-        self.headers.push((gatehouse_domain::callback::SIGNATURE_HEADER.to_owned(), signature));
+    /// Signs the request for the backend: `X-Gatehouse-Signature: t=<unix seconds>,v1=<hex>,n=<nonce>`
+    /// by the one recipe (`gatehouse_domain::signing`), binding the method, the path and query
+    /// under the backend's origin, the `Idempotency-Key` (empty when there is none) and the body.
+    /// `nonce` must be fresh for each try: a backend spends each nonce once.
+    pub fn sign(&mut self, secret: &[u8], unix_seconds: u64, nonce: &str) {
+        let header = gatehouse_domain::callback::SIGNATURE_HEADER;
+        self.headers.retain(|(name, _)| !name.eq_ignore_ascii_case(header));
+        let signature = signing::sign_with_each(&[secret], unix_seconds, nonce, &self.signed_request());
+        self.headers.push((header.to_owned(), signature));
+    }
+
+    /// What the signature covers, as the backend sees the request: the method, the path and
+    /// query, the `Idempotency-Key` (empty when there is none) and the body. Also what the
+    /// conformance kit shows of a signature a backend refused.
+    pub fn signed_request(&self) -> SignedRequest<'_> {
+        SignedRequest {
+            method: self.method.as_str(),
+            target: &self.path,
+            idempotency_key: self.header("idempotency-key").unwrap_or_default(),
+            body: &self.body,
+        }
     }
 
     /// The value of header `name`, if the request carries it.

@@ -1,3 +1,4 @@
+use gatehouse_domain::signing::{Refusal, Signed, SignedRequest, verify};
 use serde_json::{Map, Value, json};
 
 use super::*;
@@ -103,12 +104,72 @@ fn requests_carry_typed_bodies_encoded_paths_a_key_per_operation_and_a_signature
     assert_eq!(execute.path, "/holds/h%2F1%20%3Fx/confirm", "a value cannot add a path segment or a query");
     assert_eq!(execute.header("idempotency-key"), Some("gatehouse-book_table-tc_1-execute"));
     assert_eq!(serde_json::from_slice::<Value>(&execute.body).unwrap_or_default(), json!({"notes": ""}));
-    execute.sign(b"whsec", 1_700_000_000);
-    let signature = execute.header("x-gatehouse-signature").unwrap_or_default().to_owned();
-    assert!(gatehouse_domain::callback::verify(b"whsec", &signature, &execute.body, 1_700_000_010, 300));
+    execute.sign(b"whsec", 1_700_000_000, NONCE);
+    let signed = DocsBackend::default().receive(&execute, 1_700_000_010);
+    assert_eq!(signed.map(|s| s.nonce), Ok(NONCE.to_owned()));
 
     let discard = declared.request(StepKind::Discard, &inputs).ok().flatten().unwrap_or_else(|| panic!("a discard"));
     assert_eq!((discard.method, discard.body.is_empty()), (HttpMethod::Delete, true));
+}
+
+const NONCE: &str = "00112233445566778899aabbccddeeff";
+
+/// A backend that checks requests as docs/tools.md ("What your backend receives") says: the
+/// recipe over the request as it arrived, and each nonce spent once.
+#[derive(Default)]
+struct DocsBackend {
+    spent: std::collections::HashSet<String>,
+}
+
+impl DocsBackend {
+    fn receive(&mut self, request: &BackendRequest, now: u64) -> Result<Signed, Refusal> {
+        let as_sent = SignedRequest {
+            method: request.method.as_str(),
+            target: &request.path,
+            idempotency_key: request.header("idempotency-key").unwrap_or_default(),
+            body: &request.body,
+        };
+        let signed = verify(&[b"whsec"], request.header("x-gatehouse-signature"), &as_sent, now)?;
+        if self.spent.insert(signed.nonce.clone()) { Ok(signed) } else { Err(Refusal::Replayed) }
+    }
+}
+
+/// A captured signed `DELETE /holds/h1` sent again as it was, or to another hold, another
+/// operation's key or with another body, is refused by a backend that follows the docs; each
+/// try of the same operation is signed afresh, with its own nonce, and accepted.
+#[test]
+fn a_captured_backend_request_cannot_be_replayed_or_retargeted() {
+    let declared = book_table();
+    let inputs = Inputs { prepared: Some(json!({"hold_id": "h1"})), ..call_inputs() };
+    let mut release =
+        declared.request(StepKind::Discard, &inputs).ok().flatten().unwrap_or_else(|| panic!("a discard"));
+    assert_eq!(release.path, "/holds/h1");
+    release.sign(b"whsec", 1_700_000_000, NONCE);
+    let mut backend = DocsBackend::default();
+    assert!(backend.receive(&release, 1_700_000_001).is_ok(), "the request as sent");
+    assert_eq!(backend.receive(&release, 1_700_000_002).map(drop), Err(Refusal::Replayed), "the same again");
+
+    let mut fresh = DocsBackend::default();
+    let elsewhere = BackendRequest { path: "/holds/h2".to_owned(), ..release.clone() };
+    assert_eq!(fresh.receive(&elsewhere, 1_700_000_001).map(drop), Err(Refusal::Mismatch), "another hold");
+    let query = BackendRequest { path: "/holds/h1?force=true".to_owned(), ..release.clone() };
+    assert_eq!(fresh.receive(&query, 1_700_000_001).map(drop), Err(Refusal::Mismatch), "another query");
+    let mut rekeyed = release.clone();
+    for (name, value) in &mut rekeyed.headers {
+        if name == "idempotency-key" {
+            *value = "gatehouse-book_table-tc_2-discard".to_owned();
+        }
+    }
+    assert_eq!(fresh.receive(&rekeyed, 1_700_000_001).map(drop), Err(Refusal::Mismatch), "another call's key");
+    let as_post = BackendRequest { method: HttpMethod::Post, ..release.clone() };
+    assert_eq!(fresh.receive(&as_post, 1_700_000_001).map(drop), Err(Refusal::Mismatch), "another method");
+    assert_eq!(fresh.receive(&release, 1_700_000_400).map(drop), Err(Refusal::Stale), "too late");
+
+    let mut retried = declared.request(StepKind::Discard, &inputs).ok().flatten().unwrap_or_else(|| panic!("again"));
+    retried.sign(b"whsec", 1_700_000_003, "ffeeddccbbaa99887766554433221100");
+    retried.sign(b"whsec", 1_700_000_003, "ffeeddccbbaa99887766554433221101");
+    assert_eq!(retried.headers.iter().filter(|(name, _)| name == "x-gatehouse-signature").count(), 1);
+    assert!(backend.receive(&retried, 1_700_000_004).is_ok(), "a retry is signed afresh");
 }
 
 #[test]

@@ -2,9 +2,12 @@
 //!
 //! A request is sent again only where that cannot do the action twice: no connection was made,
 //! or the backend answered 429 or 503 with a short `Retry-After`; and, when the declaration says
-//! the backend honours `Idempotency-Key`, after a timeout or a 5xx too. An `execute` that may
-//! already have run is sent again only to such a backend; otherwise the call fails with a
-//! sentence that says the action may have happened (docs/architecture.md, "Declared tools").
+//! the backend honours `Idempotency-Key`, after a timeout, a broken answer or any 5xx too (a
+//! 503 without `Retry-After` included). An `execute` that may already have run is sent again
+//! only to such a backend; otherwise the call fails with a sentence that says the action may
+//! have happened, and what `prepare` left is kept. When the tries of such a backend run out
+//! without an answer that settles the request, the lifecycle asks again later with the same key
+//! (docs/architecture.md, "Declared tools").
 
 use std::time::Duration;
 
@@ -91,7 +94,7 @@ impl Backend {
         may_have_run: bool,
     ) -> Result<Answered, ToolFailure> {
         if kind == StepKind::Execute && may_have_run && !self.honours_idempotency_key {
-            return Err(ToolFailure::new(
+            return Err(ToolFailure::may_have_acted(
                 "An earlier try may already have gone through, and this service can't tell me whether it did, \
                  so I haven't sent it again. Please check before asking me to try again.",
             ));
@@ -101,50 +104,77 @@ impl Backend {
         loop {
             tries += 1;
             let mut signed = request.clone();
-            signed.sign(&self.signing_secret, gatehouse_platform::unix_now());
+            // Each try signed afresh, with a nonce of its own: the backend spends each once.
+            signed.sign(&self.signing_secret, gatehouse_platform::unix_now(), &gatehouse_platform::new_token());
             let headers: Vec<(&str, &str)> = signed.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
             let answer =
                 gatehouse_platform::send(method(signed.method), &url, &headers, signed.body.clone(), self.timeout)
                     .await;
             let last = tries >= MAX_TRIES;
+            // The backend asked to be tried again, and said when (429 or 503 with Retry-After).
+            let asked_pause =
+                answer.as_ref().ok().filter(|response| matches!(response.status, 429 | 503)).and_then(retry_after);
+            if let (Some(pause), false) = (asked_pause, last) {
+                gatehouse_platform::sleep(pause).await;
+                continue;
+            }
             match answer {
                 Ok(response) if response.is_success() => return Ok(Answered::Json(json_body(&response))),
                 Ok(response) if kind == StepKind::Discard && matches!(response.status, 404 | 410) => {
                     return Ok(Answered::Gone);
                 }
-                Ok(response) if !last && matches!(response.status, 429 | 503) => match retry_after(&response) {
-                    Some(pause) => gatehouse_platform::sleep(pause).await,
-                    None => {
-                        return Err(
-                            self.failed(kind, &format!("HTTP {} without a usable Retry-After", response.status))
-                        );
-                    }
-                },
-                Ok(response) if response.status >= 500 && !last && self.honours_idempotency_key => {
+                // Any 5xx, a 503 without Retry-After included: the key makes a second try safe.
+                Ok(response) if !last && response.status >= 500 && self.honours_idempotency_key => {
+                    self.log(
+                        kind,
+                        &format!("HTTP {}; the backend honours Idempotency-Key, so trying again", response.status),
+                    );
                     gatehouse_platform::sleep(RECONNECT_PAUSE).await;
                 }
+                Ok(response) if matches!(response.status, 429 | 503) && !self.honours_idempotency_key => {
+                    return Err(self.failed(kind, &format!("HTTP {} without a usable Retry-After", response.status)));
+                }
                 Ok(response) if (400..500).contains(&response.status) => return Err(self.refused(kind, &response)),
+                Ok(response) if response.status >= 500 && self.honours_idempotency_key => {
+                    return Err(self.unsettled(kind, &format!("HTTP {}", response.status)));
+                }
                 Ok(response) => return Err(self.failed(kind, &format!("HTTP {}", response.status))),
                 Err(SendFailure::NotConnected(cause)) if !last => {
                     self.log(kind, &format!("no connection ({cause}), trying again"));
                     gatehouse_platform::sleep(RECONNECT_PAUSE).await;
                 }
-                Err(SendFailure::TimedOut(_)) if !last && self.honours_idempotency_key => {
-                    self.log(kind, "no answer in time; the backend honours Idempotency-Key, so trying again");
-                }
-                Err(SendFailure::TimedOut(timeout)) if kind == StepKind::Execute => {
-                    self.log(kind, &format!("no answer within {timeout:?}; not sent again"));
-                    return Err(ToolFailure::new(
-                        "The service didn't answer in time, so I can't tell whether it went through, and I haven't \
-                         sent it again. Please check before asking me to try again.",
-                    ));
-                }
                 Err(SendFailure::Denied) => {
                     return Err(self.failed(kind, "refused by the component's allowed_outbound_hosts"));
                 }
-                Err(failure) => return Err(self.failed(kind, &failure.to_string())),
+                // Never reached the backend: nothing was done.
+                Err(SendFailure::NotConnected(cause)) => return Err(self.failed(kind, &cause.to_string())),
+                // Sent, and no answer came back whole: the backend may have acted.
+                Err(failure) if !last && self.honours_idempotency_key => {
+                    self.log(kind, &format!("{failure}; the backend honours Idempotency-Key, so trying again"));
+                }
+                Err(failure) => return Err(self.unsettled(kind, &failure.to_string())),
             }
         }
+    }
+
+    /// A request that was sent and got no answer that settles it. A backend that honours the
+    /// key is asked again later, with the same key, until it answers (docs/architecture.md,
+    /// "Declared tools"); for any other, an `execute` may have acted and cannot be asked again.
+    fn unsettled(&self, kind: StepKind, cause: &str) -> ToolFailure {
+        if self.honours_idempotency_key {
+            self.log(kind, &format!("{cause}; asking again later with the same Idempotency-Key"));
+            return ToolFailure::ask_again_later(
+                "The service hasn't answered yet, so I'm checking with it before I tell you anything.",
+            );
+        }
+        if kind != StepKind::Execute {
+            return self.failed(kind, cause);
+        }
+        self.log(kind, &format!("{cause}; not sent again"));
+        ToolFailure::may_have_acted(
+            "The service didn't answer in time, so I can't tell whether it went through, and I haven't sent it \
+             again. Please check before asking me to try again.",
+        )
     }
 
     fn log(&self, kind: StepKind, what: &str) {

@@ -51,6 +51,15 @@ impl CallbackAllowlist {
         CallbackAllowlist { entries }
     }
 
+    /// How many entries were read (an entry with a port that is not one is left out).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Checks a callback URL and returns it normalized.
     pub fn check(&self, callback_url: &str) -> Result<String, CallbackUrlError> {
         let url = Url::parse(callback_url).map_err(|_| CallbackUrlError::NotHttp)?;

@@ -11,6 +11,11 @@ use crate::{SessionId, Status, ToolCallId};
 /// The header that carries `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`.
 pub const SIGNATURE_HEADER: &str = "x-gatehouse-signature";
 
+/// The header naming the tenant a callback is for, as its payload's `tenant` does: a relay
+/// that serves several tenants picks the secret to verify with by it (and then checks the
+/// payload says the same).
+pub const TENANT_HEADER: &str = "x-gatehouse-tenant";
+
 /// The kinds of callback; also stored with each delivery attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -30,9 +35,18 @@ impl CallbackKind {
     }
 }
 
+/// The tenant a callback is for, as the payloads name it: a relay that serves one tenant
+/// checks it beside the signature, which that tenant's own secret made (`tenant_callbacks`).
+/// A payload from before tenants named none, and was the first tenant's.
+fn first_tenant() -> String {
+    crate::keys::DEFAULT_TENANT.to_owned()
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgressCallback {
     pub tool_call_id: ToolCallId,
+    #[serde(default = "first_tenant")]
+    pub tenant: String,
     pub intent_id: Option<String>,
     pub status: Status,
     pub progress: String,
@@ -46,6 +60,8 @@ pub struct ProgressCallback {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointCallback {
     pub tool_call_id: ToolCallId,
+    #[serde(default = "first_tenant")]
+    pub tenant: String,
     pub status: Status,
     pub checkpoint: String,
     pub message: String,
@@ -54,10 +70,16 @@ pub struct CheckpointCallback {
 }
 
 impl CheckpointCallback {
-    pub fn ready_to_execute(tool_call_id: ToolCallId, message: String, trace_id: Option<String>) -> Self {
+    pub fn ready_to_execute(
+        tool_call_id: ToolCallId,
+        tenant: String,
+        message: String,
+        trace_id: Option<String>,
+    ) -> Self {
         let resume_webhook = format!("/resume-execution/{tool_call_id}");
         Self {
             tool_call_id,
+            tenant,
             status: Status::Prepared,
             checkpoint: "ready_to_execute".into(),
             message,
@@ -70,6 +92,8 @@ impl CheckpointCallback {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletionCallback {
     pub tool_call_id: ToolCallId,
+    #[serde(default = "first_tenant")]
+    pub tenant: String,
     pub session_id: SessionId,
     pub status: Status,
     pub result: Option<Value>,

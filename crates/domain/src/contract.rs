@@ -8,6 +8,7 @@
 //! (field errors on `validate`, a failure on `prepare`/`execute`), with the flat error shape;
 //! anything else, a trap included, means the tool crashed and the operation may be retried.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -204,16 +205,147 @@ pub struct Checkpoint {
 }
 
 /// `prepare` answers `checkpoint: null` for a tool that needs no checkpoint: the executor then
-/// goes straight on to `execute`.
+/// goes straight on to `execute`. The key is required: an answer without it is not read as
+/// "no checkpoint" (docs/architecture.md, "The tool contract": a tool cannot skip its own
+/// checkpoint).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prepared {
+    // Without `deserialize_with`, serde reads a missing `Option` as `None`.
+    #[serde(deserialize_with = "Option::deserialize")]
     pub checkpoint: Option<Checkpoint>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Executed {
+    // Required even when `null`: a missing key is an answer outside the contract.
+    #[serde(deserialize_with = "Value::deserialize")]
     pub result: Value,
     pub voice_response: String,
+}
+
+/// What `discard` answers: `{"discarded": true}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discarded {
+    pub discarded: bool,
+}
+
+impl Discarded {
+    pub const DONE: Discarded = Discarded { discarded: true };
+}
+
+/// A tool's answer that breaks openapi/tool-contract.yaml: a missing or mistyped field, an
+/// empty sentence, or a checkpoint left out by a tool that declared one. It is final, never
+/// retried: the tool answered, and what it answered cannot be trusted to move a call
+/// (docs/architecture.md, "The tool contract").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{operation}'s answer breaks the tool contract: {problem}", operation = .operation.as_str())]
+pub struct ContractBreach {
+    pub operation: Operation,
+    /// What is wrong, naming the field.
+    pub problem: String,
+}
+
+impl ContractBreach {
+    pub fn new(operation: Operation, problem: impl Into<String>) -> ContractBreach {
+        ContractBreach { operation, problem: problem.into() }
+    }
+}
+
+/// An answer of the contract, read strictly: its shape by serde, and the rules of the
+/// contract's schema serde cannot say (a sentence that must not be empty) by [`check`].
+///
+/// [`check`]: ContractAnswer::check
+pub trait ContractAnswer: DeserializeOwned {
+    /// The first rule of the schema the answer breaks, naming the field.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Reads `body`, the answer to `operation`, as its contract type `T`, strictly. Every reader
+/// of a tool's answers (the lifecycle's client, the conformance kit) reads them here, so a tool
+/// is held to one reading of openapi/tool-contract.yaml.
+pub fn read_answer<T: ContractAnswer>(operation: Operation, body: &[u8]) -> Result<T, ContractBreach> {
+    let answer: T = serde_json::from_slice(body).map_err(|e| ContractBreach::new(operation, shape_problem(&e)))?;
+    answer.check().map_err(|problem| ContractBreach::new(operation, problem))?;
+    Ok(answer)
+}
+
+/// serde's sentence without its position, which says nothing to the tool's author.
+fn shape_problem(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    match text.find(" at line ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+/// The checkpoint `prepare` answered, held to what the tool declared: a tool that
+/// `needs_checkpoint` and answers `checkpoint: null` would let its call run without the
+/// caller's second yes, so that answer is a breach, not "no checkpoint".
+pub fn declared_checkpoint(
+    needs_checkpoint: bool,
+    checkpoint: Option<Checkpoint>,
+) -> Result<Option<Checkpoint>, ContractBreach> {
+    match checkpoint {
+        None if needs_checkpoint => Err(ContractBreach::new(
+            Operation::Prepare,
+            "`checkpoint` is null, but the tool declared `needs_checkpoint: true`: its call would run without \
+             the caller's answer at the checkpoint",
+        )),
+        checkpoint => Ok(checkpoint),
+    }
+}
+
+fn spoken(field: &str, text: &str) -> Result<(), String> {
+    if text.trim().is_empty() { Err(format!("`{field}` is empty; it is a sentence the caller hears")) } else { Ok(()) }
+}
+
+impl ContractAnswer for ToolDescription {
+    fn check(&self) -> Result<(), String> {
+        if self.name.trim().is_empty() {
+            return Err("`name` is empty".to_owned());
+        }
+        if !self.parameters_schema.is_object() {
+            return Err("`parameters_schema` is not an object".to_owned());
+        }
+        Ok(())
+    }
+}
+
+impl ContractAnswer for Validated {
+    fn check(&self) -> Result<(), String> {
+        spoken("summary", &self.summary)
+    }
+}
+
+impl ContractAnswer for Summary {
+    fn check(&self) -> Result<(), String> {
+        spoken("summary", &self.summary)
+    }
+}
+
+impl ContractAnswer for Prepared {
+    fn check(&self) -> Result<(), String> {
+        match &self.checkpoint {
+            Some(checkpoint) => spoken("checkpoint.message", &checkpoint.message),
+            None => Ok(()),
+        }
+    }
+}
+
+impl ContractAnswer for Executed {}
+
+impl ContractAnswer for Discarded {
+    fn check(&self) -> Result<(), String> {
+        if self.discarded { Ok(()) } else { Err("`discarded` is false; the contract answers `true`".to_owned()) }
+    }
+}
+
+impl ContractAnswer for ToolRefusal {
+    fn check(&self) -> Result<(), String> {
+        spoken("error", &self.error)
+    }
 }
 
 /// The body of a 422 from a tool: a sentence for the caller, and field errors from `validate`.
@@ -222,6 +354,18 @@ pub struct ToolRefusal {
     pub error: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<FieldProblem>,
+    /// Set by an `execute` that failed but cannot tell whether it acted (its backend did not
+    /// answer in time, and cannot be asked again safely): the call fails, and what `prepare`
+    /// left is not discarded, since it may have been used (docs/architecture.md, "Exactly once").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_have_acted: bool,
+}
+
+impl ToolRefusal {
+    /// A refusal saying `error`, with no field problems.
+    pub fn saying(error: impl Into<String>) -> ToolRefusal {
+        ToolRefusal { error: error.into(), fields: Vec::new(), may_have_acted: false }
+    }
 }
 
 /// Why a tool could not be used: what `/voice-tools/tools` lists beside an unavailable tool
@@ -249,9 +393,11 @@ pub enum FaultKind {
     SignatureRefused,
     /// The tool answered with a status the contract does not give (a 5xx, a trap, a 404).
     ErrorStatus,
-    /// The tool answered 2xx or 422 with a body that is not the contract's shape, one longer
-    /// than an answer may be, or the exchange broke off.
+    /// The tool answered with more than an answer may be, or the exchange broke off.
     BadAnswer,
+    /// The tool answered 2xx or 422 with a body outside the contract's schema, or left out the
+    /// checkpoint it declared ([`ContractBreach`]). Final: the call fails, it is not retried.
+    BrokeContract,
     /// This side could not make the request (a variable it needs could not be read).
     Misconfigured,
 }
@@ -265,6 +411,7 @@ impl FaultKind {
             FaultKind::SignatureRefused => "signature_refused",
             FaultKind::ErrorStatus => "error_status",
             FaultKind::BadAnswer => "bad_answer",
+            FaultKind::BrokeContract => "broke_contract",
             FaultKind::Misconfigured => "misconfigured",
         }
     }
@@ -303,6 +450,56 @@ mod tests {
         assert_eq!(request.attempt, 1);
         assert!(!request.side_effect_may_have_started);
         assert!(request.tool_call_id.is_none());
+    }
+
+    #[test]
+    fn a_prepare_answer_without_its_checkpoint_key_breaks_the_contract() {
+        let missing = read_answer::<Prepared>(Operation::Prepare, br#"{"hold": "H-1"}"#);
+        assert!(missing.is_err_and(|breach| breach.problem.contains("`checkpoint`")), "the field is named");
+        let none = read_answer::<Prepared>(Operation::Prepare, br#"{"checkpoint": null}"#);
+        assert_eq!(none.map(|p| p.checkpoint), Ok(None));
+        let empty = read_answer::<Prepared>(Operation::Prepare, br#"{"checkpoint": {"message": " "}}"#);
+        assert!(empty.is_err_and(|breach| breach.problem.contains("checkpoint.message")));
+    }
+
+    #[test]
+    fn a_tool_that_declared_a_checkpoint_cannot_answer_none() {
+        let breach = declared_checkpoint(true, None).err();
+        assert!(breach.is_some_and(|b| b.operation == Operation::Prepare && b.problem.contains("needs_checkpoint")));
+        assert_eq!(declared_checkpoint(false, None), Ok(None));
+        let checkpoint = Checkpoint { message: "Ready.".into(), state: Value::Null };
+        assert_eq!(declared_checkpoint(true, Some(checkpoint.clone())), Ok(Some(checkpoint)));
+    }
+
+    #[test]
+    fn every_answer_is_read_against_its_schema() {
+        let breaks = |op, body: &str| match op {
+            Operation::Validate => read_answer::<Validated>(op, body.as_bytes()).err(),
+            Operation::Summarize => read_answer::<Summary>(op, body.as_bytes()).err(),
+            Operation::Execute => read_answer::<Executed>(op, body.as_bytes()).err(),
+            Operation::Discard => read_answer::<Discarded>(op, body.as_bytes()).err(),
+            _ => read_answer::<ToolDescription>(op, body.as_bytes()).err(),
+        };
+        for (op, body, field) in [
+            (Operation::Validate, r#"{"parameters": {}, "summary": ""}"#, "summary"),
+            (Operation::Validate, r#"{"summary": "Shall I?"}"#, "parameters"),
+            (Operation::Summarize, r#"{"summary": 3}"#, "invalid type"),
+            (Operation::Execute, r#"{"voice_response": "Done."}"#, "result"),
+            (Operation::Execute, r#"{"result": {}}"#, "voice_response"),
+            (Operation::Discard, r#"{}"#, "discarded"),
+            (Operation::Discard, r#"{"discarded": false}"#, "discarded"),
+            (
+                Operation::Describe,
+                r#"{"name": "", "description": "", "parameters_schema": {}, "needs_checkpoint": true}"#,
+                "name",
+            ),
+            (Operation::Describe, r#"{"name": "t", "description": "", "parameters_schema": {}}"#, "needs_checkpoint"),
+        ] {
+            let breach = breaks(op, body);
+            assert!(breach.as_ref().is_some_and(|b| b.to_string().contains(field)), "{body}: {breach:?}");
+        }
+        assert!(read_answer::<Executed>(Operation::Execute, br#"{"result": null, "voice_response": "Done."}"#).is_ok());
+        assert!(read_answer::<ToolRefusal>(Operation::Execute, br#"{"error": ""}"#).is_err());
     }
 
     #[test]

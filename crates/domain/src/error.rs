@@ -39,10 +39,19 @@ pub enum ErrorCode {
     RequestTimeout,
     /// The tenant created as many calls in the last second as it may (docs/keys.md, "Limits").
     RateLimited,
+    /// A signed hop's request carried no signature, or not one of the recipe's shape
+    /// (`crate::signing::Refusal`, docs/architecture.md, "Signed hops").
+    SignatureMissing,
+    /// A signed hop's timestamp is outside the receiver's window: a stale request or a wrong clock.
+    SignatureStale,
+    /// A signed hop's MAC does not match the request: another secret, or a changed request.
+    SignatureMismatch,
+    /// A signed hop's nonce was already spent: a replay.
+    SignatureReplayed,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
@@ -65,6 +74,10 @@ impl ErrorCode {
         ErrorCode::TooManyOpenCalls,
         ErrorCode::RequestTimeout,
         ErrorCode::RateLimited,
+        ErrorCode::SignatureMissing,
+        ErrorCode::SignatureStale,
+        ErrorCode::SignatureMismatch,
+        ErrorCode::SignatureReplayed,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -91,6 +104,10 @@ impl ErrorCode {
             ErrorCode::TooManyOpenCalls => "too_many_open_calls",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::SignatureMissing => "signature_missing",
+            ErrorCode::SignatureStale => "signature_stale",
+            ErrorCode::SignatureMismatch => "signature_mismatch",
+            ErrorCode::SignatureReplayed => "signature_replayed",
         }
     }
 
@@ -98,7 +115,11 @@ impl ErrorCode {
     pub const fn http_status(self) -> u16 {
         match self {
             ErrorCode::InvalidInput => 400,
-            ErrorCode::Unauthorized => 401,
+            ErrorCode::Unauthorized
+            | ErrorCode::SignatureMissing
+            | ErrorCode::SignatureStale
+            | ErrorCode::SignatureMismatch
+            | ErrorCode::SignatureReplayed => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
@@ -117,6 +138,21 @@ impl ErrorCode {
             ErrorCode::ToolUnavailable => 502,
             ErrorCode::DatabaseUnavailable | ErrorCode::DeadlineExceeded => 503,
         }
+    }
+}
+
+/// How long a client waits before retrying a 503 or a 429 that names no wait of its own, in
+/// seconds: the outages worth retrying (a database restart, a failover, a full pool, a busy
+/// model) are short.
+pub const RETRY_AFTER_SECONDS: &str = "1";
+
+/// The `Retry-After` an answer with `status` carries when it says nothing more precise: every
+/// 503 and every 429, whoever answers it (a component, the runner, the embeddings server), so
+/// clients and load balancers back off instead of hammering (docs/architecture.md, "Errors").
+pub const fn retry_after(status: u16) -> Option<&'static str> {
+    match status {
+        429 | 503 => Some(RETRY_AFTER_SECONDS),
+        _ => None,
     }
 }
 
@@ -390,6 +426,10 @@ mod tests {
             (ErrorCode::TooManyOpenCalls, 429),
             (ErrorCode::RequestTimeout, 408),
             (ErrorCode::RateLimited, 429),
+            (ErrorCode::SignatureMissing, 401),
+            (ErrorCode::SignatureStale, 401),
+            (ErrorCode::SignatureMismatch, 401),
+            (ErrorCode::SignatureReplayed, 401),
         ];
         assert_eq!(expected.len(), ErrorCode::ALL.len());
         for (code, status) in expected {

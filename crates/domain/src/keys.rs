@@ -63,6 +63,11 @@ pub struct Grant {
     /// (docs/keys.md, "Limits"). Read with the key; not part of who the key is.
     #[serde(default, skip_serializing)]
     pub limited: bool,
+    /// The hosts the tenant's callbacks may reach, as it named them (`None`: none named), read
+    /// with the key so a create checks its callback URL without another statement. The first
+    /// tenant's are the deployment's `callback_allowed_hosts` instead (`tenant_callbacks`).
+    #[serde(default, skip_serializing)]
+    pub callback_hosts: Option<String>,
 }
 
 /// The tenant `api_token` belongs to, which the migration creates.
@@ -73,7 +78,13 @@ pub const API_TOKEN_NAME: &str = "api_token";
 impl Grant {
     /// The `api_token` variable: the first tenant's admin.
     pub fn api_token() -> Grant {
-        Grant { tenant: DEFAULT_TENANT.to_owned(), key: None, scopes: vec![Scope::Admin], limited: false }
+        Grant {
+            tenant: DEFAULT_TENANT.to_owned(),
+            key: None,
+            scopes: vec![Scope::Admin],
+            limited: false,
+            callback_hosts: None,
+        }
     }
 
     /// How the status history names the key that made a change: its prefix, or `api_token`.
@@ -152,6 +163,7 @@ mod tests {
             key: Some("ghk_00000000".into()),
             scopes: vec![Scope::CallsWrite],
             limited: false,
+            callback_hosts: None,
         };
         assert!(relay.allows(Scope::CallsWrite) && relay.allows(Scope::CallsRead));
         assert!(!relay.allows(Scope::ToolsRead) && !relay.allows(Scope::Admin));

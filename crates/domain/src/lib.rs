@@ -14,12 +14,14 @@ pub mod limits;
 mod patch;
 mod prefer;
 pub mod service_auth;
+pub mod signing;
 pub mod sql;
 mod status;
+pub mod tenant_callbacks;
 mod time;
 
 pub use allowlist::{CallbackAllowlist, CallbackUrlError};
-pub use error::{ApiError, ErrorCode, FieldProblem};
+pub use error::{ApiError, ErrorCode, FieldProblem, RETRY_AFTER_SECONDS, retry_after};
 pub use ids::{InvalidId, MAX_SESSION_ID_LEN, SessionId, SessionOf, ToolCallId};
 pub use patch::{FieldChange, changed_fields, merge_patch};
 pub use prefer::{MAX_WAIT, preference_applied, wait_preference};

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use gatehouse_http_listener::{Answer, Serving};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
@@ -167,7 +167,16 @@ async fn embeddings(shared: &Shared, request: Request<Incoming>) -> Result<Strin
         )
     })?;
     let checked = request.check(shared.config.limits)?;
-    let embedded = shared.batcher.embed(checked.texts).await.map_err(|error| match error {
+    let embedded = shared.batcher.embed(checked.texts).await.map_err(batch_refusal)?;
+    let response = EmbeddingsResponse::new(embedded.vectors, embedded.tokens, checked.encoding);
+    serde_json::to_string(&response).map_err(|e| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", None, format!("Writing the answer: {e}."))
+    })
+}
+
+/// Why the batcher did not embed a request, as the client's answer.
+fn batch_refusal(error: BatchError) -> ApiError {
+    match error {
         BatchError::Busy => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "overloaded",
@@ -183,16 +192,39 @@ async fn embeddings(shared: &Shared, request: Request<Incoming>) -> Result<Strin
             Some("input"),
             format!("The model could not embed the input: {error}."),
         ),
-    })?;
-    let response = EmbeddingsResponse::new(embedded.vectors, embedded.tokens, checked.encoding);
-    serde_json::to_string(&response).map_err(|e| {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", None, format!("Writing the answer: {e}."))
-    })
+    }
 }
 
+/// Every answer: a 503 (the queue is full, the server is stopping) says when to try again, as
+/// every 503 and 429 of Gatehouse does (`gatehouse_domain::retry_after`).
 fn json(status: StatusCode, body: String) -> Answer {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(seconds) = gatehouse_domain::retry_after(status.as_u16()) {
+        response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static(seconds));
+    }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retry_after(answer: &Answer) -> Option<&str> {
+        answer.headers().get(RETRY_AFTER).and_then(|value| value.to_str().ok())
+    }
+
+    #[test]
+    fn a_refusal_for_load_says_when_to_try_again() {
+        for (refused, code) in [(BatchError::Busy, "overloaded"), (BatchError::Stopped, "stopping")] {
+            let error = batch_refusal(refused);
+            assert_eq!(error.code, code);
+            let answer = json(error.status, error.body());
+            assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(retry_after(&answer), Some(gatehouse_domain::RETRY_AFTER_SECONDS), "{code}");
+        }
+        let refused = ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", None, "no".to_owned());
+        assert_eq!(retry_after(&json(refused.status, refused.body())), None);
+    }
 }

@@ -1,5 +1,5 @@
 use gatehouse_domain::keys::{self, Grant, Scope};
-use gatehouse_domain::{ApiError, service_auth};
+use gatehouse_domain::{ApiError, service_auth, signing};
 use spin_sdk::http::Request;
 use spin_sdk::variables;
 
@@ -51,9 +51,10 @@ fn api_token() -> Result<String, ApiError> {
 /// Admits a service request (the tool contract, the executor hand-off).
 ///
 /// With `contract_secret` set, the request must carry a valid, fresh signature, however it
-/// arrived. Without it, only a request that came by service chaining (from a component of the
-/// same application on the same host) is admitted: a contract route exposed for a tool host
-/// is closed until the operator gives both sides the secret.
+/// arrived; a refusal's code says which part failed (`signature_missing`, `signature_stale`,
+/// `signature_mismatch`). Without it, only a request that came by service chaining (from a
+/// component of the same application on the same host) is admitted: a contract route exposed
+/// for a tool host is closed until the operator gives both sides the secret.
 ///
 /// A valid signature's nonce must still be spent, once ([`signed_nonce`]): the handler does it
 /// where it reaches the database.
@@ -63,28 +64,31 @@ pub fn require_service_request(req: &Request) -> Result<(), ApiError> {
             Some(crate::CHAINED_ROUTE) => Ok(()),
             _ => Err(ApiError::unauthorized()),
         },
-        Some(secrets) => verified(req, &secrets).map(drop).ok_or_else(ApiError::unauthorized),
+        Some(secrets) => verified(req, &secrets).map(drop).map_err(ApiError::from),
     }
 }
 
 /// The nonce of an admitted service request's signature, to spend once; `None` for a request
 /// that came by service chaining with no `contract_secret` set, which carries none.
-pub fn signed_nonce(req: &Request) -> Result<Option<service_auth::Signed>, ApiError> {
+pub fn signed_nonce(req: &Request) -> Result<Option<signing::Signed>, ApiError> {
     match gatehouse_platform::contract_secrets()? {
         None => Ok(None),
-        Some(secrets) => verified(req, &secrets).map(Some).ok_or_else(ApiError::unauthorized),
+        Some(secrets) => verified(req, &secrets).map(Some).map_err(ApiError::from),
     }
 }
 
-/// The request's signature checked with each of this host's keys (the current one, and the
-/// previous one during a rotation): any one of them vouching for it admits it.
-fn verified(req: &Request, secrets: &[String]) -> Option<service_auth::Signed> {
-    let header = req.header(service_auth::SIGNATURE_HEADER).and_then(|value| value.as_str()).unwrap_or_default();
+/// The request's signature checked, by the one recipe (`gatehouse_domain::signing`), with each
+/// of this host's keys (the current one, and the previous one during a rotation): any one of
+/// them vouching for it admits it. What is checked is the request as it arrived: its method,
+/// its path and query, its `Idempotency-Key` (empty when it has none) and its body.
+fn verified(req: &Request, secrets: &[String]) -> Result<signing::Signed, signing::Refusal> {
+    let header = req.header(service_auth::SIGNATURE_HEADER).and_then(|value| value.as_str());
     let method = req.method().to_string();
-    let now = gatehouse_platform::unix_now();
-    secrets
-        .iter()
-        .find_map(|secret| service_auth::verify(secret.as_bytes(), header, &method, req.path(), req.body(), now))
+    let target = if req.query().is_empty() { req.path().to_owned() } else { format!("{}?{}", req.path(), req.query()) };
+    let idempotency_key = req.header("idempotency-key").and_then(|value| value.as_str()).unwrap_or_default();
+    let request = signing::SignedRequest { method: &method, target: &target, idempotency_key, body: req.body() };
+    let keys: Vec<&[u8]> = secrets.iter().map(|secret| secret.as_bytes()).collect();
+    signing::verify(&keys, header, &request, gatehouse_platform::unix_now())
 }
 
 /// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 7235).

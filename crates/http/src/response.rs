@@ -2,9 +2,7 @@ use gatehouse_domain::{ApiError, ErrorCode};
 use serde::Serialize;
 use spin_sdk::http::Response;
 
-/// How long a client should wait before retrying after a 503, in seconds. The database
-/// outages worth retrying (a restart, a failover, a full pool) are short.
-pub const RETRY_AFTER_SECONDS: &str = "1";
+pub use gatehouse_domain::RETRY_AFTER_SECONDS;
 
 /// A JSON response. Serializing our own types cannot realistically fail, but if it ever
 /// does the client still gets a well-formed 500 rather than a broken body.
@@ -23,8 +21,6 @@ pub fn error_response(error: &ApiError) -> Response {
     });
     let mut response = json_bytes(error.http_status(), bytes);
     match error.code {
-        // Clients and load balancers back off instead of hammering a database that is down.
-        ErrorCode::DatabaseUnavailable => response.set_header("retry-after", RETRY_AFTER_SECONDS),
         // RFC 6750: tell the client which scheme to use, nothing about why it failed.
         ErrorCode::Unauthorized => response.set_header("www-authenticate", "Bearer"),
         // RFC 6750, section 3.1: the scope the key lacks.
@@ -45,8 +41,15 @@ pub fn error_response(error: &ApiError) -> Response {
     response
 }
 
+/// Every response a component builds: a 503 or a 429 says when to try again
+/// (`gatehouse_domain::retry_after`), unless the error names a wait of its own.
 fn json_bytes(status: u16, bytes: Vec<u8>) -> Response {
-    Response::builder().status(status).header("content-type", "application/json").body(bytes).build()
+    let mut response =
+        Response::builder().status(status).header("content-type", "application/json").body(bytes).build();
+    if let Some(seconds) = gatehouse_domain::retry_after(status) {
+        response.set_header("retry-after", seconds);
+    }
+    response
 }
 
 #[cfg(test)]
@@ -82,6 +85,23 @@ mod tests {
         assert_eq!(*response.status(), 503);
         assert_eq!(header(&response, "retry-after").as_deref(), Some(RETRY_AFTER_SECONDS));
         assert!(!String::from_utf8_lossy(response.body()).contains("secret"));
+    }
+
+    #[test]
+    fn every_503_and_429_says_when_to_try_again() {
+        let cases = [
+            (ApiError::new(ErrorCode::DeadlineExceeded, "stopped"), 503, RETRY_AFTER_SECONDS.to_owned()),
+            (ApiError::new(ErrorCode::TooManyOpenCalls, "settle some first"), 429, RETRY_AFTER_SECONDS.to_owned()),
+            (ApiError::new(ErrorCode::RateLimited, "slow down").with_retry_after(7), 429, "7".to_owned()),
+        ];
+        for (error, status, seconds) in cases {
+            let response = error_response(&error);
+            assert_eq!(*response.status(), status, "{error:?}");
+            assert_eq!(header(&response, "retry-after"), Some(seconds), "{error:?}");
+        }
+        let degraded = json_response(503, &serde_json::json!({"status": "degraded"}));
+        assert_eq!(header(&degraded, "retry-after").as_deref(), Some(RETRY_AFTER_SECONDS));
+        assert_eq!(header(&error_response(&ApiError::internal()), "retry-after"), None, "a 500 names no wait");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gatehouse_domain::callback::{self, CallbackKind, CheckpointCallback, CompletionCallback, ProgressCallback};
+use gatehouse_domain::tenant_callbacks::TenantCallbacks;
 use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_platform::Method;
 use gatehouse_platform::OutboundResponse;
@@ -21,6 +22,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 pub(crate) async fn completion(ctx: &Ctx, call: &ToolCall) {
     let payload = CompletionCallback {
         tool_call_id: call.tool_call_id.clone(),
+        tenant: call.tenant.clone(),
         session_id: call.session_id.clone(),
         status: call.status,
         result: call.result.clone(),
@@ -42,7 +44,12 @@ fn context_key(call: &ToolCall) -> Option<String> {
 }
 
 pub(crate) async fn checkpoint(ctx: &Ctx, call: &ToolCall, message: String) {
-    let payload = CheckpointCallback::ready_to_execute(call.tool_call_id.clone(), message, call.trace_id.clone());
+    let payload = CheckpointCallback::ready_to_execute(
+        call.tool_call_id.clone(),
+        call.tenant.clone(),
+        message,
+        call.trace_id.clone(),
+    );
     deliver(ctx, call, CallbackKind::Checkpoint, &payload, REPORT_ATTEMPTS, Patience::Callback).await;
     tried(ctx, call, CallbackKind::Checkpoint);
 }
@@ -68,7 +75,7 @@ pub(crate) fn tried_together(ctx: &Ctx, ids: &[ToolCallId], kind: CallbackKind) 
 /// Where a call's reports go: its own callback URL, else the deployment's default; `None` when
 /// neither is set, and nobody is told.
 pub(crate) fn destination(ctx: &Ctx, call: &ToolCall) -> Result<Option<String>, ApiError> {
-    Ok(call.callback_url.clone().or(ctx.config().callback_default_url()?))
+    Ok(call.callback_url.clone().or(ctx.config().callback_default_url(&call.tenant)?))
 }
 
 /// One bookkeeping write of a delivery, on a connection given back at once (the connection
@@ -105,6 +112,7 @@ pub(crate) async fn gate(
 fn progress_payload(call: &ToolCall, progress: &str, gate: &str, requires_confirmation: bool) -> ProgressCallback {
     ProgressCallback {
         tool_call_id: call.tool_call_id.clone(),
+        tenant: call.tenant.clone(),
         intent_id: call.intent_id.clone(),
         status: call.status,
         progress: progress.to_owned(),
@@ -171,13 +179,14 @@ async fn try_deliver(
     };
     let body = serde_json::to_vec(payload)
         .map_err(|e| ApiError::internal().with_detail(format!("encoding a callback: {e}")))?;
-    // The allowlist is checked again at send time: the configuration may have changed since
-    // the URL was accepted.
-    if let Err(problem) = ctx.config().callback_allowlist()?.check(&url) {
+    // The tenant's hosts are checked again at send time: they may have changed since the URL
+    // was accepted. Its own secret signs: no tenant's relay trusts another tenant's callbacks.
+    let settings = tenant_callbacks(ctx, &call.tenant)?;
+    if let Err(problem) = ctx.config().callback_allowlist(&call.tenant, &settings)?.check(&url) {
         record(ctx, call, kind, &url, 1, None, Some(&format!("not sent: the URL {problem}")), 0.0);
         return Ok(None);
     }
-    let secrets = ctx.config().callback_secrets()?;
+    let secrets = settings.secrets(&call.tenant, &ctx.config().callback_secrets()?);
     let secrets: Vec<&[u8]> = secrets.iter().map(|s| s.as_bytes()).collect();
     let timeout = patience.timeout(ctx)?;
     let traceparent = call.trace_id.as_deref().map(gatehouse_platform::traceparent);
@@ -189,6 +198,7 @@ async fn try_deliver(
         let signature = callback::sign_with_each(&secrets, unix, &body);
         let mut headers = vec![("content-type", "application/json"), (callback::SIGNATURE_HEADER, signature.as_str())];
         headers.push(("x-gatehouse-callback", kind.as_str()));
+        headers.push((callback::TENANT_HEADER, call.tenant.as_str()));
         if let Some(traceparent) = &traceparent {
             headers.push(("traceparent", traceparent));
         }
@@ -218,6 +228,16 @@ async fn try_deliver(
         }
     }
     Ok(last)
+}
+
+/// What the tenants row says of `tenant`'s callbacks, on a connection given back at once. The
+/// first tenant's need no read (its hosts and secret are the deployment's) unless its secret was
+/// rotated, which only the row tells: so it is read for every tenant, once per delivery.
+fn tenant_callbacks(ctx: &Ctx, tenant: &str) -> Result<TenantCallbacks, ApiError> {
+    let read = ctx.db().and_then(|db| Ok(gatehouse_store::tenant_callbacks(&db, tenant)?));
+    ctx.release();
+    // A tenant with no row (its row was deleted) has named no hosts: nothing is sent.
+    Ok(read?.unwrap_or(TenantCallbacks { secret_generation: 1, ..TenantCallbacks::default() }))
 }
 
 /// Why a relay gave no answer, as the audit row keeps it (`GET /voice-tools/calls/:id/callbacks`

@@ -37,7 +37,7 @@ pub async fn confirm(
     wait: Option<Duration>,
 ) -> Result<Outcome<Progress>, ApiError> {
     check_optional_length("callback_url", request.callback_url.as_deref(), MAX_URL_CHARS)?;
-    let callback_url = ctx.config().checked_callback_url(request.callback_url.as_deref())?;
+    let callback_url = ctx.config().checked_callback_url(ctx.grant()?, request.callback_url.as_deref())?;
     let lease_owner = gatehouse_platform::new_token();
     let lease_seconds = ctx.config().lease_seconds()?;
     let caller = Caller::Key(ctx.grant()?);

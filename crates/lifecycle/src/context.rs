@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use gatehouse_domain::keys::Grant;
+use gatehouse_domain::tenant_callbacks::TenantCallbacks;
 use gatehouse_domain::{ApiError, CallbackAllowlist, ErrorCode, SessionId, SessionOf};
 use gatehouse_store::{Caller, Connection};
 use gatehouse_tool::{ToolClient, ToolRegistry};
@@ -214,14 +215,18 @@ impl Config {
         Ok(format!("{origin}{}", gatehouse_domain::service_auth::EXECUTOR_DRIVE_PATH))
     }
 
-    pub fn callback_allowlist(&self) -> Result<CallbackAllowlist, ApiError> {
-        Ok(CallbackAllowlist::parse(&self.read("callback_allowed_hosts")?))
+    /// The hosts `tenant`'s callbacks may reach: the deployment's `callback_allowed_hosts` for
+    /// the first tenant, the tenant's own for any other (`settings`, from the tenants row).
+    pub fn callback_allowlist(&self, tenant: &str, settings: &TenantCallbacks) -> Result<CallbackAllowlist, ApiError> {
+        Ok(settings.allowlist(tenant, &self.read("callback_allowed_hosts")?))
     }
 
-    /// A callback URL the caller gave, checked against the allowlist and normalized.
-    pub fn checked_callback_url(&self, url: Option<&str>) -> Result<Option<String>, ApiError> {
+    /// A callback URL the key's caller gave, checked against its tenant's hosts and normalized:
+    /// a key can never send its tenant's callbacks to a host its tenant has not named.
+    pub fn checked_callback_url(&self, grant: &Grant, url: Option<&str>) -> Result<Option<String>, ApiError> {
         let Some(url) = url else { return Ok(None) };
-        self.callback_allowlist()?.check(url).map(Some).map_err(|problem| {
+        let settings = TenantCallbacks { allowed_hosts: grant.callback_hosts.clone(), ..TenantCallbacks::default() };
+        self.callback_allowlist(&grant.tenant, &settings)?.check(url).map(Some).map_err(|problem| {
             ApiError::new(ErrorCode::CallbackNotAllowed, "That callback address is not allowed.")
                 .with_field("callback_url", problem.to_string())
         })
@@ -250,8 +255,12 @@ impl Config {
         Ok(secret)
     }
 
-    /// The relay that gets callbacks for calls that name none; empty for none.
-    pub fn callback_default_url(&self) -> Result<Option<String>, ApiError> {
+    /// The relay that gets callbacks for the first tenant's calls that name none; empty for
+    /// none. It is the operator's relay: another tenant's calls that name none get no callback.
+    pub fn callback_default_url(&self, tenant: &str) -> Result<Option<String>, ApiError> {
+        if tenant != gatehouse_domain::keys::DEFAULT_TENANT {
+            return Ok(None);
+        }
         Ok(Some(self.read("callback_default_url")?).filter(|url| !url.trim().is_empty()))
     }
 
@@ -309,16 +318,27 @@ mod tests {
     #[test]
     fn no_default_relay_is_none() {
         let none = Ctx::with_settings(&[("callback_default_url", "  ")]);
-        assert_eq!(none.config().callback_default_url().ok(), Some(None));
+        assert_eq!(none.config().callback_default_url("default").ok(), Some(None));
+        let operators = Ctx::with_settings(&[("callback_default_url", "https://relay.example/cb")]);
+        assert!(operators.config().callback_default_url("default").is_ok_and(|url| url.is_some()));
+        assert_eq!(operators.config().callback_default_url("acme").ok(), Some(None), "not another tenant's");
     }
 
     #[test]
     fn a_callback_url_outside_the_allowlist_names_the_field() {
         let ctx = Ctx::with_settings(&[("callback_allowed_hosts", "relay.example")]);
-        assert_eq!(ctx.config().checked_callback_url(None).ok(), Some(None));
-        let refused = ctx.config().checked_callback_url(Some("https://evil.example/cb")).err();
+        let operator = Grant::api_token();
+        assert_eq!(ctx.config().checked_callback_url(&operator, None).ok(), Some(None));
+        let refused = ctx.config().checked_callback_url(&operator, Some("https://evil.example/cb")).err();
         let refused = refused.map(|e| (e.code, e.fields.into_iter().map(|f| f.field).collect::<Vec<_>>()));
         assert_eq!(refused, Some((ErrorCode::CallbackNotAllowed, vec!["callback_url".to_owned()])));
+        assert!(ctx.config().checked_callback_url(&operator, Some("https://relay.example/cb")).is_ok());
+        // Another tenant's key reaches only the hosts its tenant named, never the deployment's.
+        let acme = Grant { tenant: "acme".into(), callback_hosts: None, ..Grant::api_token() };
+        assert!(ctx.config().checked_callback_url(&acme, Some("https://relay.example/cb")).is_err());
+        let named = Grant { callback_hosts: Some("relay.acme.example".into()), ..acme };
+        assert!(ctx.config().checked_callback_url(&named, Some("https://relay.acme.example/cb")).is_ok());
+        assert!(ctx.config().checked_callback_url(&named, Some("https://relay.example/cb")).is_err());
     }
 
     #[test]

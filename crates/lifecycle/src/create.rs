@@ -72,7 +72,7 @@ pub async fn create(
         ApiError::new(ErrorCode::UnknownFunction, format!("I don't have a tool called {function}."))
             .with_field("function_name", format!("must be one of: {}", registry.names().join(", ")))
     })?;
-    let callback_url = config.checked_callback_url(request.callback_url.as_deref())?;
+    let callback_url = config.checked_callback_url(ctx.grant()?, request.callback_url.as_deref())?;
     refuse_past_limits(ctx)?;
 
     let validated = config
@@ -132,8 +132,9 @@ pub async fn create(
 
 /// A limit the create met (docs/keys.md, "Limits"): 429. A full session has the relay settle
 /// some of its calls (confirm or cancel) before proposing more, and waiting alone does not help,
-/// so it has no `Retry-After`; the tenant's limits are shared with its other sessions, which
-/// settle and create on their own, so they say when to try again.
+/// so it names no wait of its own (it carries the `Retry-After` every 429 does, which only
+/// paces a retry); the tenant's limits are shared with its other sessions, which settle and
+/// create on their own, so they say when to try again.
 pub(crate) fn limited(limit: Limit, session_cap: i64) -> ApiError {
     match limit {
         Limit::SessionFull => ApiError::new(
@@ -178,7 +179,7 @@ const TENANT_FULL_RETRY_SECONDS: u32 = 5;
 pub(crate) fn tool_error(error: ToolError, tool: &str) -> ApiError {
     match error {
         ToolError::Refused(refusal) => ApiError::validation_failed(refusal.error, refusal.fields),
-        ToolError::Crashed(fault) => ApiError::tool_unavailable(tool, fault),
+        ToolError::Crashed(fault) | ToolError::BrokeContract(fault) => ApiError::tool_unavailable(tool, fault),
     }
 }
 
@@ -249,7 +250,8 @@ mod tests {
         use gatehouse_domain::FieldProblem;
         use gatehouse_domain::contract::ToolRefusal;
         let problem = FieldProblem { field: "to".into(), problem: "is not an address".into() };
-        let refused = tool_error(ToolError::Refused(ToolRefusal { error: "No.".into(), fields: vec![problem] }), "t");
+        let refused =
+            tool_error(ToolError::Refused(ToolRefusal { fields: vec![problem], ..ToolRefusal::saying("No.") }), "t");
         assert_eq!((refused.code, refused.fields.len()), (ErrorCode::ValidationFailed, 1));
         use gatehouse_domain::contract::{FaultKind, ToolFault};
         let fault = ToolFault::new(FaultKind::ErrorStatus, "component t answered validate with HTTP 500");

@@ -10,7 +10,7 @@
 //! (anything but an explicit continue cancels), and the tool runs in this component.
 
 use gatehouse_domain::callback::RelayDecision;
-use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRefusal, ToolRequest, Validated};
+use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRequest, Validated};
 use gatehouse_domain::{ApiError, SessionId, SessionOf, ToolCallId};
 use gatehouse_platform::{Component, OutboundResponse};
 use gatehouse_store::{Caller, Insertion, NewCall, ToolCall, Transition};
@@ -126,7 +126,7 @@ fn record(
 ) -> Result<(ToolCall, String), ApiError> {
     let config = ctx.config();
     let grant = ctx.grant()?;
-    let callback_url = config.checked_callback_url(Some(&envelope.callback_url))?;
+    let callback_url = config.checked_callback_url(grant, Some(&envelope.callback_url))?;
     let id = gatehouse_platform::new_tool_call_id();
     let new_call = NewCall {
         tool_call_id: &id,
@@ -223,10 +223,14 @@ fn ran<R>(execution: Execution, outcome: Result<R, ToolFailure>) -> Result<R, To
         Err(failure) => execution.end(Ran::Failed, Some(&failure.message)),
     }
     .write();
-    outcome.map_err(|failure| ToolError::Refused(ToolRefusal { error: failure.message, fields: Vec::new() }))
+    outcome.map_err(ToolFailure::into_error)
 }
 
 impl<T: Tool> Policy for InProcess<'_, T> {
+    fn needs_checkpoint(&self) -> bool {
+        self.flow.at_checkpoint.is_some()
+    }
+
     async fn before_work(&mut self, call: &ToolCall) -> Decision {
         let Gate { name, progress } = self.flow.before_work;
         let next = if self.flow.at_checkpoint.is_some() { Operation::Prepare } else { Operation::Execute };

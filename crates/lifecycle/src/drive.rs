@@ -66,6 +66,10 @@ impl Executor {
 }
 
 impl Policy for Executor {
+    fn needs_checkpoint(&self) -> bool {
+        self.needs_checkpoint
+    }
+
     async fn before_work(&mut self, call: &ToolCall) -> Decision {
         let answer = callbacks::progress(&self.ctx, call, "preparing", "PREPARING").await;
         progress_decision(answer, self.first_operation())

@@ -7,7 +7,7 @@
 //! or a worker that took over decides the call's fate as soon as one of its statements wins;
 //! the walk then stops with the call as the winner left it.
 
-use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRequest};
+use gatehouse_domain::contract::{Checkpoint, Executed, Operation, ToolRequest, declared_checkpoint};
 use gatehouse_domain::{ApiError, Status};
 use gatehouse_store::{ToolCall, Transition};
 use gatehouse_tool::ToolError;
@@ -32,6 +32,9 @@ pub(crate) enum Decision {
 /// What happens between the steps, and how the tool's operations run.
 #[allow(async_fn_in_trait)] // components are single-threaded; no Send bound is wanted
 pub(crate) trait Policy {
+    /// Whether the call stops at a checkpoint: then a `prepare` that answers none broke the
+    /// contract, and the call never reaches `execute`.
+    fn needs_checkpoint(&self) -> bool;
     /// Before the first operation (`prepare`, or `execute` for a walk without one).
     async fn before_work(&mut self, call: &ToolCall) -> Decision;
     /// With the checkpoint recorded: the call is PREPARED.
@@ -109,7 +112,13 @@ impl Walker<'_> {
                 return Ok(());
             }
             self.ctx.release();
-            checkpoint = match policy.prepare(&tool_request(self.call())).await {
+            let prepared = policy.prepare(&tool_request(self.call())).await;
+            let needs_checkpoint = policy.needs_checkpoint();
+            let prepared = prepared.and_then(|checkpoint| {
+                declared_checkpoint(needs_checkpoint, checkpoint)
+                    .map_err(|breach| ToolError::broke_contract(&self.call().component, &breach))
+            });
+            checkpoint = match prepared {
                 Ok(Some(prepared)) => {
                     if let Step::Stop = self.checkpoint(&prepared, policy).await? {
                         return Ok(());
@@ -227,15 +236,44 @@ impl Walker<'_> {
         Ok(Step::Stop)
     }
 
-    /// A refusal from the tool is final: the call is FAILED with the tool's sentence. A crash
-    /// gives the lease back, so the sweeper re-drives the call after a back-off (a tool host
-    /// that died needs time to come back), up to the attempt limit.
+    /// A refusal from the tool is final: the call is FAILED with the tool's sentence, and what
+    /// `prepare` left is discarded (the tool said no, so nothing was done), unless the tool says
+    /// it may have acted. An answer outside
+    /// the contract is final too, and says so; after `execute` it may have acted, so nothing is
+    /// discarded and the caller hears that it can't be told. A crash gives the lease back, so
+    /// the sweeper re-drives the call after a back-off (a tool host that died needs time to
+    /// come back), up to the attempt limit.
     fn failed(&mut self, operation: Operation, error: ToolError) -> Result<(), ApiError> {
         let id = self.call().tool_call_id.clone();
         match error {
             ToolError::Refused(refusal) => {
                 let reason = format!("{} failed: {}", operation.as_str(), refusal.error);
-                let failed = gatehouse_store::fail_call(&*self.ctx.db()?, &id, self.owner, &reason, &refusal.error)?;
+                let releases_hold = !refusal.may_have_acted;
+                let failed = gatehouse_store::fail_call(
+                    &*self.ctx.db()?,
+                    &id,
+                    self.owner,
+                    &reason,
+                    &refusal.error,
+                    releases_hold,
+                )?;
+                if releases_hold {
+                    self.release_hold(&failed);
+                }
+                self.settled(failed)
+            }
+            ToolError::BrokeContract(fault) => {
+                let reason = format!("the tool broke its contract: {}", fault.explanation);
+                gatehouse_platform::log_line("warn", &format!("{id}: {reason}"));
+                let (spoken, releases_hold) = match operation {
+                    Operation::Execute => (BROKE_CONTRACT_AFTER_EXECUTE, false),
+                    _ => (BROKE_CONTRACT_BEFORE_EXECUTE, true),
+                };
+                let failed =
+                    gatehouse_store::fail_call(&*self.ctx.db()?, &id, self.owner, &reason, spoken, releases_hold)?;
+                if releases_hold {
+                    self.release_hold(&failed);
+                }
                 self.settled(failed)
             }
             ToolError::Crashed(fault) => {
@@ -245,6 +283,15 @@ impl Walker<'_> {
                 gatehouse_store::release_lease(&*self.ctx.db()?, &id, self.owner, &problem, retry)?;
                 Ok(())
             }
+        }
+    }
+
+    /// Discards what `prepare` left, once the call failed for good before acting.
+    fn release_hold(&mut self, transition: &Transition) {
+        if let Transition::Applied { after, .. } = transition
+            && let Some(checkpoint) = after.checkpoint.clone()
+        {
+            self.walked.after.push(After::Discard((**after).clone(), checkpoint));
         }
     }
 
@@ -274,6 +321,13 @@ impl Walker<'_> {
         }
     }
 }
+
+/// What the caller hears when the tool's answer before the irreversible step broke the contract.
+const BROKE_CONTRACT_BEFORE_EXECUTE: &str =
+    "Sorry, that tool answered in a way I can't rely on, so I stopped before doing anything.";
+/// ... and when its answer to the irreversible step did: it may have acted.
+const BROKE_CONTRACT_AFTER_EXECUTE: &str = "Sorry, that tool answered in a way I can't read, so I can't tell whether \
+     it went through. Please check before asking me to try again.";
 
 /// A relay's answer, for the tests of the policies' decisions.
 #[cfg(test)]

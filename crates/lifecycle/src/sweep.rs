@@ -75,7 +75,7 @@ pub async fn sweep(ctx: &Ctx) -> Result<Outcome<SweepReport>, ApiError> {
 
 /// Expires waiting calls past their deadline, batch after batch like [`batches`].
 fn expire(ctx: &Ctx, db: &Connection, clock: Instant) -> Result<Expiry, ApiError> {
-    let default_url = ctx.config().callback_default_url()?;
+    let default_url = ctx.config().callback_default_url(gatehouse_domain::keys::DEFAULT_TENANT)?;
     let mut expired = Expiry::default();
     while_full(clock, BATCH, |size| {
         let batch = gatehouse_store::expire_stale_calls(db, size, default_url.as_deref())?;

@@ -48,7 +48,9 @@ pub(crate) async fn discard(ctx: &Ctx, call: &ToolCall, checkpoint: Checkpoint) 
     if let Err(e) = &outcome {
         gatehouse_platform::log_line("warn", &format!("discarding the prepared work of {}: {e}", call.tool_call_id));
     }
-    if !matches!(outcome, Err(ToolError::Crashed(_))) {
+    // A crash, or an answer outside the contract, leaves the discard owed: sending it again is
+    // harmless, and the sweeper does.
+    if !matches!(outcome, Err(ToolError::Crashed(_) | ToolError::BrokeContract(_))) {
         let settled = ctx.db().and_then(|db| Ok(gatehouse_store::discard_settled(&db, &call.tool_call_id)?));
         ctx.release();
         if let Err(e) = settled {

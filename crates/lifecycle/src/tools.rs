@@ -33,7 +33,7 @@ pub async fn describe_tools(ctx: &Ctx) -> Result<Vec<(RegistryEntry, Result<Tool
             Err(e) => {
                 gatehouse_platform::log_line("warn", &format!("describing {}: {e}", entry.component));
                 Err(match e {
-                    ToolError::Crashed(fault) => fault,
+                    ToolError::Crashed(fault) | ToolError::BrokeContract(fault) => fault,
                     ToolError::Refused(refusal) => ToolFault::new(
                         FaultKind::BadAnswer,
                         format!("describe was answered with a refusal: {}", refusal.error),

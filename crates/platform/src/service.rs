@@ -4,7 +4,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use gatehouse_domain::{ApiError, service_auth};
+use gatehouse_domain::{ApiError, service_auth, signing};
 use spin_sdk::http::Method;
 use spin_sdk::variables;
 
@@ -16,13 +16,14 @@ const CONTRACT_SECRET: &str = "contract_secret";
 const CONTRACT_SECRET_PREVIOUS: &str = "contract_secret_previous";
 
 /// The signature header for a service request to `url`, when `contract_secret` is set: one
-/// signature per key in [`contract_secrets`].
+/// signature per key in [`contract_secrets`], by the one recipe (`gatehouse_domain::signing`),
+/// with a fresh nonce. A service request carries no `Idempotency-Key`, so none is bound.
 pub fn service_signature(method: &Method, url: &str, body: &[u8]) -> Result<Option<(&'static str, String)>, ApiError> {
     let Some(secrets) = contract_secrets()? else { return Ok(None) };
     let secrets: Vec<&[u8]> = secrets.iter().map(|s| s.as_bytes()).collect();
     let nonce = crate::new_token();
     let method = method.to_string();
-    let signature = service_auth::sign_with_each(&secrets, unix_now(), &nonce, &method, path_of(url), body);
+    let signature = service_auth::sign_with_each(&secrets, unix_now(), &nonce, &method, &signing::target_of(url), body);
     Ok(Some((service_auth::SIGNATURE_HEADER, signature)))
 }
 
@@ -46,26 +47,4 @@ fn previous(variable: &str) -> Option<String> {
 /// Seconds since the Unix epoch, for signature timestamps.
 pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
-}
-
-/// The path of an absolute URL (`http://host:1/a/b?q` is `/a/b`), as the receiver sees it.
-fn path_of(url: &str) -> &str {
-    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let path_and_query = after_scheme.find('/').map_or("/", |start| &after_scheme[start..]);
-    path_and_query.split(['?', '#']).next().unwrap_or("/")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn signs_the_path_the_receiver_sees() {
-        assert_eq!(path_of("http://gmail.spin.internal/tool/prepare"), "/tool/prepare");
-        assert_eq!(
-            path_of("https://tools.example.com:8443/internal/tools/gmail/tool/execute?x=1"),
-            "/internal/tools/gmail/tool/execute"
-        );
-        assert_eq!(path_of("http://host"), "/");
-    }
 }

@@ -68,12 +68,22 @@ pub fn traceparent(trace_id: &str) -> String {
     format!("00-{trace_id}-{span}-01")
 }
 
-/// Writes one JSON log line on stderr: `level`, `message`, the component, the trace and the
-/// span, then `fields`. Callers never put a secret, a header value or a message body in it.
+/// Writes one JSON log line on stderr: `level`, `msg`, the component, the trace and the span,
+/// then `fields`. Callers never put a secret, a header value or a message body in it.
 pub fn log_event(level: &str, message: &str, fields: Value) {
+    let mut text = Value::Object(log_line_fields(level, message, fields)).to_string();
+    text.push('\n');
+    // One write: formatting straight into stderr would cost a host call per JSON token. A line
+    // that cannot be written is not worth failing a request for.
+    let _ = std::io::stderr().write_all(text.as_bytes());
+}
+
+/// A log line's fields. The message is `msg`, the key the runner's own lines use, so a line
+/// reads the same whether `gatehouse up` or Spin runs the component (docs/observability.md).
+fn log_line_fields(level: &str, message: &str, fields: Value) -> Map<String, Value> {
     let mut line = Map::new();
     line.insert("level".into(), json!(level));
-    line.insert("message".into(), json!(message));
+    line.insert("msg".into(), json!(message));
     with_context(|context| {
         if let Some(context) = context {
             line.insert("component".into(), json!(context.component));
@@ -87,11 +97,7 @@ pub fn log_event(level: &str, message: &str, fields: Value) {
     if let Value::Object(fields) = fields {
         line.extend(fields);
     }
-    let mut text = Value::Object(line).to_string();
-    text.push('\n');
-    // One write: formatting straight into stderr would cost a host call per JSON token. A line
-    // that cannot be written is not worth failing a request for.
-    let _ = std::io::stderr().write_all(text.as_bytes());
+    line
 }
 
 /// One JSON log line from a component.
@@ -143,6 +149,27 @@ mod tests {
         assert_eq!(parse_traceparent(&format!("00-{TRACE}-00f067aa0ba902b7-01-extra")), None);
         assert!(parse_traceparent(&format!("01-{TRACE}-00f067aa0ba902b7-01-extra")).is_some());
         assert_eq!(parse_traceparent("garbage"), None);
+    }
+
+    #[test]
+    fn a_line_carries_the_fields_the_operators_guide_names() {
+        let context = Context {
+            component: "pending",
+            trace_id: TRACE.to_owned(),
+            span_id: "1111111111111111".to_owned(),
+            parent_span_id: Some("00f067aa0ba902b7".to_owned()),
+        };
+        CURRENT.with(|current| *current.borrow_mut() = Some(context));
+        let line = log_line_fields("info", "request", json!({"status": 201}));
+        assert_eq!(line["msg"], "request");
+        assert!(!line.contains_key("message"), "one key for the message: {line:?}");
+        for field in ["level", "component", "trace_id", "span_id", "parent_span_id", "status"] {
+            assert!(line.contains_key(field), "no {field}: {line:?}");
+        }
+        // docs/observability.md quotes the request line's message as it is written.
+        let guide = include_str!("../../../docs/observability.md");
+        assert!(guide.contains(r#"`"msg":"request"`"#), "docs/observability.md names another key");
+        assert!(!guide.contains(r#""message":"request""#), "docs/observability.md names another key");
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //!
 //! A scrape answers the host's counters (requests, latency, deadlines, outbound requests,
 //! statements, instances, pooled connections, from `gatehouse-spin-host`), the tools'
-//! operations this host served, and gauges read from the database at that moment: calls waiting
+//! operations this host served, gauges read from the database at that moment: calls waiting
 //! in each state and the oldest of each, how far the sweeper is behind, and the reports
-//! (callbacks) still owed. Every read is an index range over the open calls only.
+//! (callbacks) still owed; and the process's own series and the build's (src/metrics/process.rs).
+//! Every database read is an index range over the open calls only.
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,10 @@ use gatehouse_spin_host::App;
 use http::{Method, StatusCode};
 use http_body_util::Full;
 use prometheus::{Encoder, Gauge, GaugeVec, IntGauge, Opts, Registry, TextEncoder};
+
+use self::process::ProcessMetrics;
+
+mod process;
 
 /// How long a scrape waits for the database before answering without its gauges.
 const DATABASE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -182,14 +187,16 @@ impl MetricsServer {
         database_url: String,
     ) -> Result<(MetricsServer, SocketAddr)> {
         let gauges = Arc::new(DatabaseGauges::register(&registry).context("registering the database gauges")?);
+        process::register_build_info(&registry).context("registering the build's series")?;
+        let process = Arc::new(ProcessMetrics::register(&registry).context("registering the process's series")?);
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen} for metrics"))?;
         let address = listener.local_addr()?;
         let database_url = Arc::new(database_url);
         let serving = gatehouse_http_listener::serve(listener, move |request: http::Request<hyper::body::Incoming>| {
-            let (registry, app, gauges, database_url) =
-                (registry.clone(), app.clone(), gauges.clone(), database_url.clone());
+            let (registry, app, gauges, process, database_url) =
+                (registry.clone(), app.clone(), gauges.clone(), process.clone(), database_url.clone());
             async move {
                 if request.uri().path() != "/metrics" {
                     return text(StatusCode::NOT_FOUND, "Only /metrics is served here.\n".into());
@@ -201,6 +208,9 @@ impl MetricsServer {
                     app.refresh_metrics();
                 }
                 gauges.refresh(&database_url).await;
+                if let Some(process) = process.as_ref() {
+                    process.refresh();
+                }
                 let mut body = Vec::new();
                 match TextEncoder::new().encode(&registry.gather(), &mut body) {
                     Ok(()) => text(StatusCode::OK, body),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use gatehouse_domain::contract::{CALL_ID_HEADER, CONTRACT_PATH, Operation, TOOL_HEADER};
-use gatehouse_spin_host::{RequestFacts, TelemetryHooks};
+use gatehouse_spin_host::{ComponentFacts, RequestFacts, TelemetryHooks};
 use http::{HeaderMap, StatusCode};
 use opentelemetry::KeyValue;
 use opentelemetry_http::{HttpClient, HttpError};
@@ -30,6 +30,12 @@ const MAX_COLLECTOR_ANSWER_BYTES: usize = 64 * 1024;
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest label taken from a request header into a span.
 const MAX_LABEL_CHARS: usize = 128;
+/// Where a tool component's contract is served for signed requests from another host
+/// (`/internal/tools/<id>/...`, docs/tools.md): the manifest's route that makes a component a
+/// tool, whose operations are counted from 0.
+const TOOL_ROUTE_PREFIX: &str = "/internal/tools/";
+/// A tool operation's outcomes, as [`contract_outcome`] reads them from the status code.
+const OUTCOMES: [&str; 3] = ["ok", "rejected", "crashed"];
 
 /// The installed exporter, if any; [`Traces::shutdown`] sends what is still batched.
 pub(crate) struct Traces {
@@ -160,10 +166,18 @@ fn label(headers: &HeaderMap, name: &str) -> Option<String> {
 /// An operation's outcome, from the status code that carries it (crates/domain/src/contract.rs).
 fn contract_outcome(status: StatusCode) -> &'static str {
     match status.as_u16() {
-        200..=299 => "ok",
-        422 => "rejected",
-        _ => "crashed",
+        200..=299 => OUTCOMES[0],
+        422 => OUTCOMES[1],
+        _ => OUTCOMES[2],
     }
+}
+
+/// Whether `component` is a tool: the manifest serves its contract at
+/// `/internal/tools/<component>/...`.
+fn is_tool(component: &ComponentFacts<'_>) -> bool {
+    component.routes.iter().any(|route| {
+        route.strip_prefix(TOOL_ROUTE_PREFIX).and_then(|rest| rest.strip_suffix("/...")) == Some(component.id)
+    })
 }
 
 /// The contract operation a request's path names (`.../tool/execute`), if it is one.
@@ -222,6 +236,18 @@ impl TelemetryHooks for GatehouseTelemetry {
         }
     }
 
+    /// Each tool's operations at 0 for every operation and outcome, so the first crash is an
+    /// increase Prometheus sees (docs/architecture.md, "Metrics").
+    fn loaded(&self, components: &[ComponentFacts<'_>]) {
+        for component in components.iter().filter(|component| is_tool(component)) {
+            for operation in Operation::ALL {
+                for outcome in OUTCOMES {
+                    self.tool_operations.with_label_values(&[component.id, operation.as_str(), outcome]);
+                }
+            }
+        }
+    }
+
     fn outbound_kind(&self, path: &str, headers: &HeaderMap) -> &'static str {
         if headers.contains_key(gatehouse_domain::callback::SIGNATURE_HEADER) {
             "callback"
@@ -237,6 +263,8 @@ impl TelemetryHooks for GatehouseTelemetry {
 
 #[cfg(test)]
 mod tests {
+    use prometheus::Encoder as _;
+
     use super::*;
 
     #[test]
@@ -246,5 +274,24 @@ mod tests {
         assert_eq!(contract_operation("/internal/tools/gmail/tool/nothing"), None);
         assert_eq!(contract_operation("/voice-tools/confirm/abc"), None);
         assert_eq!(contract_operation("/mytool/execute"), None);
+    }
+
+    #[test]
+    fn a_tools_operations_exist_at_zero_from_the_start_and_nothing_else_does() {
+        let registry = Registry::new();
+        let telemetry = GatehouseTelemetry::new(&registry).expect("fresh registry");
+        telemetry.loaded(&[
+            ComponentFacts { id: "gmail", routes: vec!["/execute-gmail", "/internal/tools/gmail/..."] },
+            ComponentFacts { id: "pending", routes: vec!["/voice-tools/pending"] },
+            ComponentFacts { id: "sweeper", routes: vec!["/internal/tools/gmail/..."] },
+        ]);
+        let mut text = Vec::new();
+        prometheus::TextEncoder::new().encode(&registry.gather(), &mut text).expect("text format");
+        let text = String::from_utf8(text).expect("UTF-8");
+        let series: Vec<&str> = text.lines().filter(|line| !line.starts_with('#')).collect();
+        assert_eq!(series.len(), Operation::ALL.len() * OUTCOMES.len(), "{text}");
+        let crashed = r#"gatehouse_tool_operations_total{component="gmail",operation="execute",outcome="crashed"} 0"#;
+        assert!(series.contains(&crashed), "{text}");
+        assert!(!text.contains("pending") && !text.contains("sweeper"), "{text}");
     }
 }

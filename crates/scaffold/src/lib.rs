@@ -50,13 +50,15 @@ impl Language {
 }
 
 /// What to render: the tool's name as the agent calls it (`order_supplies`), what it does (the
-/// template's default when `None`), and values for the template's other parameters (as
-/// `spin new --value NAME=VALUE` gives them; each parameter's default otherwise).
+/// template's default when `None`), the origin of the backend it calls (none when `None`), and
+/// values for the template's other parameters (as `spin new --value NAME=VALUE` gives them;
+/// each parameter's default otherwise).
 #[derive(Debug, Clone, Default)]
 pub struct NewTool {
     pub name: String,
     pub language: Language,
     pub description: Option<String>,
+    pub backend: Option<String>,
     pub values: BTreeMap<String, String>,
 }
 
@@ -64,6 +66,11 @@ impl NewTool {
     /// The folder a tool is written to when none is given: its component's name.
     pub fn default_folder(&self) -> PathBuf {
         PathBuf::from(self.name.to_kebab_case())
+    }
+
+    /// The function name the agent calls, as the templates write it (`snake_case`).
+    pub fn function_name(&self) -> String {
+        self.name.to_snake_case()
     }
 
     /// Renders the template into `output`, which must not exist or be empty; how many files it
@@ -79,12 +86,7 @@ impl NewTool {
         let broken = |reason: String| ScaffoldError::BrokenTemplate { template: id, reason };
         let template = TEMPLATES.get_dir(id).ok_or_else(|| broken("not compiled in".into()))?;
         let parameters = self.parameters(id, template)?;
-        let parser = liquid::ParserBuilder::with_stdlib()
-            .filter(KebabCase)
-            .filter(SnakeCase)
-            .filter(PascalCase)
-            .build()
-            .map_err(|error| broken(error.to_string()))?;
+        let parser = parser(id)?;
         let content = template.get_dir(template.path().join("content")).ok_or_else(|| broken("no content".into()))?;
         let mut written = 0;
         for file in files(content) {
@@ -105,6 +107,25 @@ impl NewTool {
             written += 1;
         }
         Ok(written)
+    }
+
+    /// The template's snippet for adding the tool's component to another application (what
+    /// `spin add` writes: `metadata/snippets/component.txt`), with its paths under
+    /// `output_path`, the tool's folder as that application's manifest names it.
+    pub fn component_snippet(&self, output_path: &str) -> Result<String, ScaffoldError> {
+        let id = self.language.template();
+        let broken = |reason: String| ScaffoldError::BrokenTemplate { template: id, reason };
+        let template = TEMPLATES.get_dir(id).ok_or_else(|| broken("not compiled in".into()))?;
+        let mut parameters = self.parameters(id, template)?;
+        parameters.insert("output-path".into(), Value::scalar(output_path.to_owned()));
+        let snippet = template
+            .get_file(template.path().join("metadata/snippets/component.txt"))
+            .and_then(|file| file.contents_utf8())
+            .ok_or_else(|| broken("no metadata/snippets/component.txt".into()))?;
+        parser(id)?
+            .parse(snippet)
+            .and_then(|parsed| parsed.render(&parameters))
+            .map_err(|error| broken(format!("component.txt: {error}")))
     }
 
     /// The values a template reads: `project-name`, and each parameter of its manifest, from
@@ -128,6 +149,7 @@ impl NewTool {
             let default = parameter.get("default").and_then(toml::Value::as_str).unwrap_or_default().to_owned();
             let given = match name.as_str() {
                 "project-description" => self.description.clone(),
+                "backend-url" => self.backend.clone(),
                 _ => None,
             };
             let value = given.or_else(|| self.values.get(&name).cloned()).unwrap_or(default);
@@ -135,6 +157,16 @@ impl NewTool {
         }
         Ok(values)
     }
+}
+
+/// Liquid with Spin's case filters, as `spin new` renders a template.
+fn parser(id: &'static str) -> Result<liquid::Parser, ScaffoldError> {
+    liquid::ParserBuilder::with_stdlib()
+        .filter(KebabCase)
+        .filter(SnakeCase)
+        .filter(PascalCase)
+        .build()
+        .map_err(|error| ScaffoldError::BrokenTemplate { template: id, reason: error.to_string() })
 }
 
 fn files<'a>(dir: &'a Dir<'a>) -> Vec<&'a include_dir::File<'a>> {
@@ -205,5 +237,47 @@ mod tests {
         let unknown = NewTool { name: "a".into(), values, ..NewTool::default() };
         let output = std::env::temp_dir().join(format!("gatehouse-scaffold-unknown-{}", std::process::id()));
         assert!(matches!(unknown.render(&output), Err(ScaffoldError::UnknownParameter { .. })));
+    }
+
+    /// With a backend, each template's tool may reach it and reads it, in its own spin.toml and
+    /// in the snippet that adds it to an application (under the application variable named
+    /// after the tool); without one, neither names a backend.
+    #[test]
+    fn a_backend_is_named_in_the_manifest_and_the_snippet() {
+        for language in [Language::Python, Language::TypeScript, Language::Rust] {
+            let output = std::env::temp_dir().join(format!(
+                "gatehouse-scaffold-backend-{}-{}",
+                language.template(),
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&output);
+            let tool = NewTool {
+                name: "order_supplies".into(),
+                language,
+                backend: Some("http://127.0.0.1:8400".into()),
+                ..NewTool::default()
+            };
+            tool.render(&output).expect("the template renders");
+            let manifest = std::fs::read_to_string(output.join("spin.toml")).expect("a spin.toml");
+            let parsed: toml::Table = toml::from_str(&manifest).expect("TOML");
+            assert_eq!(parsed["variables"]["backend_url"]["default"].as_str(), Some("http://127.0.0.1:8400"));
+            let component = &parsed["component"]["order-supplies"];
+            let hosts = component["allowed_outbound_hosts"].as_array().expect("hosts");
+            assert!(hosts.iter().any(|h| h.as_str() == Some("{{ backend_url }}")), "{manifest}");
+            assert_eq!(component["variables"]["backend_url"].as_str(), Some("{{ backend_url }}"));
+            std::fs::remove_dir_all(&output).expect("cleaned up");
+
+            let snippet = tool.component_snippet("tools/order-supplies").expect("the snippet renders");
+            let parsed: toml::Table = toml::from_str(&snippet).expect("TOML");
+            let component = &parsed["component"]["order-supplies"];
+            let hosts = component["allowed_outbound_hosts"].as_array().expect("hosts");
+            assert!(hosts.iter().any(|h| h.as_str() == Some("{{ order_supplies_backend_url }}")), "{snippet}");
+            assert_eq!(component["variables"]["backend_url"].as_str(), Some("{{ order_supplies_backend_url }}"));
+            assert!(component["source"].as_str().is_some_and(|s| s.starts_with("tools/order-supplies/")), "{snippet}");
+
+            let without = NewTool { backend: None, ..tool };
+            let snippet = without.component_snippet("x").expect("the snippet renders");
+            assert!(!snippet.contains("backend_url"), "{snippet}");
+        }
     }
 }

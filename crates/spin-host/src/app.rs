@@ -24,7 +24,7 @@ use crate::manifest::Manifest;
 use crate::metrics::HostMetrics;
 use crate::outbound::AllowedHosts;
 use crate::routing::{RouteMatch, Router};
-use crate::telemetry::{ComponentSpan, DEADLINE_EXCEEDED, NoHooks, Telemetry, TelemetryHooks};
+use crate::telemetry::{ComponentFacts, ComponentSpan, DEADLINE_EXCEEDED, NoHooks, Telemetry, TelemetryHooks};
 use crate::variables::{ResolvedVariables, VariableSources};
 use crate::wasi_http::{self, Body, Handler};
 use crate::well_known::{self, HostStatus};
@@ -164,9 +164,13 @@ impl App {
             components.insert(id.clone(), LoadedComponent { handler, runtime: Arc::new(runtime) });
         }
         let name = manifest.application.name.clone();
-        let metrics = HostMetrics::register(&config.metrics).context("registering the host's metrics")?;
+        let metrics = HostMetrics::register(&config.metrics, components.keys().map(String::as_str))
+            .context("registering the host's metrics")?;
         metrics.instances_max.set(i64::from(config.max_instances));
         let hooks = config.telemetry_hooks.unwrap_or_else(|| Arc::new(NoHooks));
+        let facts: Vec<ComponentFacts<'_>> =
+            components.keys().map(|id| ComponentFacts { id, routes: router.routes_of(id).collect() }).collect();
+        hooks.loaded(&facts);
         let telemetry = Arc::new(Telemetry { metrics, hooks });
         Ok(Arc::new_cyclic(|this| App {
             name,
@@ -511,12 +515,16 @@ fn error_response(status: StatusCode, code: &str, message: &str) -> Response<Bod
     host_response(HostAnswer::error(status, code, message))
 }
 
-/// A response the host writes itself, not a guest.
+/// A response the host writes itself, not a guest. A 503 or a 429 says when to try again, as
+/// every such answer of the application does (`gatehouse_domain::retry_after`).
 fn host_response(answer: HostAnswer) -> Response<Body> {
     let HostAnswer { status, content_type, body } = answer;
     let mut response = Response::new(full_body(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Some(seconds) = gatehouse_domain::retry_after(status.as_u16()) {
+        response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from_static(seconds));
+    }
     response
 }
 
@@ -528,9 +536,9 @@ fn failure_response(error: &anyhow::Error) -> Response<Body> {
             "component ran past its deadline and was stopped",
             json!({"component": &*stopped.component, "deadline_seconds": stopped.timeout.as_secs_f64()}),
         );
-        // No Retry-After: a guest stopped mid-way may already have done part of its work
-        // (written a row, sent an email), so a blind retry is not known to be safe; the
-        // client should look at what happened (a call's status) before trying again.
+        // Retry-After only paces a retry: a guest stopped mid-way may already have done part
+        // of its work (written a row, sent an email), so the client should look at what
+        // happened (a call's status) before trying again; `deadline_exceeded` says so.
         let message = format!(
             "The request took longer than the server allows ({} s) and was stopped.",
             stopped.timeout.as_secs_f64()
@@ -546,8 +554,11 @@ fn failure_response(error: &anyhow::Error) -> Response<Body> {
 mod tests {
     use super::*;
 
-    async fn read(response: Response<Body>) -> (StatusCode, String, serde_json::Value) {
+    /// The status, content type, `Retry-After` and JSON body of a response.
+    async fn read(response: Response<Body>) -> (StatusCode, String, Option<String>, serde_json::Value) {
         let status = response.status();
+        let retry_after =
+            response.headers().get(http::header::RETRY_AFTER).and_then(|value| value.to_str().ok()).map(str::to_owned);
         let content_type = response
             .headers()
             .get(http::header::CONTENT_TYPE)
@@ -555,7 +566,7 @@ mod tests {
             .unwrap_or_default()
             .to_owned();
         let body = response.into_body().collect().await.expect("a body").to_bytes();
-        (status, content_type, serde_json::from_slice(&body).expect("a JSON body"))
+        (status, content_type, retry_after, serde_json::from_slice(&body).expect("a JSON body"))
     }
 
     #[tokio::test]
@@ -563,9 +574,10 @@ mod tests {
         let stopped =
             anyhow::Error::new(DeadlineExceeded { component: Arc::from("probe"), timeout: Duration::from_secs(300) })
                 .context("component 'probe' failed");
-        let (status, content_type, body) = read(failure_response(&stopped)).await;
+        let (status, content_type, retry_after, body) = read(failure_response(&stopped)).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(content_type, "application/json");
+        assert_eq!(retry_after, Some(gatehouse_domain::RETRY_AFTER_SECONDS.to_owned()), "a 503 says when to try again");
         assert_eq!(
             body,
             json!({
@@ -575,10 +587,20 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_draining_hosts_health_says_when_to_try_again() {
+        let draining = HostStatus { application: "gatehouse", draining: true };
+        let response = host_response(well_known::answer(&draining, "/.well-known/spin/health"));
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let retry_after = response.headers().get(http::header::RETRY_AFTER).and_then(|value| value.to_str().ok());
+        assert_eq!(retry_after, Some(gatehouse_domain::RETRY_AFTER_SECONDS));
+    }
+
     #[tokio::test]
     async fn any_other_failure_is_a_500_that_keeps_its_text_to_the_log() {
         let failed = anyhow::anyhow!("wasm trap: postgres://secret@db/x unreachable");
-        let (status, content_type, body) = read(failure_response(&failed)).await;
+        let (status, content_type, retry_after, body) = read(failure_response(&failed)).await;
+        assert_eq!(retry_after, None, "a 500 names no time to retry");
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(content_type, "application/json");
         assert_eq!(body["code"], "internal");

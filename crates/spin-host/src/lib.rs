@@ -56,4 +56,7 @@ pub use app::{App, AppConfig};
 pub use engine::DEFAULT_MAX_INSTANCES;
 pub use host::ZeroRows;
 pub use server::{ConnectionLimits, serve};
-pub use telemetry::{RequestFacts, TelemetryHooks};
+pub use telemetry::{ComponentFacts, RequestFacts, TelemetryHooks};
+
+/// The wasmtime release this host runs components on.
+pub const WASMTIME_VERSION: &str = env!("GATEHOUSE_WASMTIME_VERSION");

@@ -54,44 +54,78 @@ pub fn error(msg: &str, fields: Value) {
     event("error", msg, fields);
 }
 
+/// The span a guest's lines belong to, as the host records it: the component's run
+/// (src/telemetry.rs). The guest is handed that span as its parent and cannot tell it from its
+/// caller's, so the host, which knows it, writes it into the lines (docs/architecture.md,
+/// "Traces").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LineSpan {
+    pub trace_id: String,
+    pub span_id: String,
+    /// The span the component's continues (the caller's), if the request named one.
+    pub parent_span_id: Option<String>,
+}
+
 /// A guest's stdout or stderr: each line it writes becomes a log line tagged with the component.
 /// A guest line that is already a JSON object becomes the line itself: its fields stay at the
-/// top level beside `ts`, its `level` and `message` are the line's, and `component` is the id
-/// the application gives the component.
+/// top level beside `ts`, its `level` and `msg` (or `message`) are the line's, and `component`
+/// is the id the application gives the component. When the component's span is recorded, its
+/// ids replace the guest's own `trace_id`, `span_id` and `parent_span_id`.
 #[derive(Clone)]
 pub(crate) struct GuestOutput {
     component: std::sync::Arc<str>,
     stream: &'static str,
+    span: Option<std::sync::Arc<LineSpan>>,
 }
 
 impl GuestOutput {
-    pub(crate) fn new(component: std::sync::Arc<str>, stream: &'static str) -> GuestOutput {
-        GuestOutput { component, stream }
+    pub(crate) fn new(
+        component: std::sync::Arc<str>,
+        stream: &'static str,
+        span: Option<std::sync::Arc<LineSpan>>,
+    ) -> GuestOutput {
+        GuestOutput { component, stream, span }
     }
 
     fn emit(&self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
-        let text = text.trim_end();
+        if let Some((level, message, fields)) = self.line(text.trim_end()) {
+            event(&level, &message, Value::Object(fields));
+        }
+    }
+
+    /// A guest's line as the host logs it: its level, its message and its other fields; none
+    /// for an empty line.
+    fn line(&self, text: &str) -> Option<(String, String, Map<String, Value>)> {
         if text.is_empty() {
-            return;
+            return None;
         }
         let default_level = if self.stream == "stderr" { "warn" } else { "info" };
-        match serde_json::from_str::<Value>(text) {
+        let (level, message, mut fields) = match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(mut guest)) => {
                 let level = match guest.remove("level") {
                     Some(Value::String(level)) => level,
                     _ => default_level.to_owned(),
                 };
-                let message = match guest.remove("message").or_else(|| guest.remove("msg")) {
+                let message = match guest.remove("msg").or_else(|| guest.remove("message")) {
                     Some(Value::String(message)) => message,
                     _ => "guest log".to_owned(),
                 };
-                guest.insert("component".into(), json!(&*self.component));
-                guest.insert("stream".into(), json!(self.stream));
-                event(&level, &message, Value::Object(guest));
+                (level, message, guest)
             }
-            _ => event(default_level, text, json!({"component": &*self.component, "stream": self.stream})),
+            _ => (default_level.to_owned(), text.to_owned(), Map::new()),
+        };
+        fields.insert("component".into(), json!(&*self.component));
+        fields.insert("stream".into(), json!(self.stream));
+        if let Some(span) = &self.span {
+            fields.insert("trace_id".into(), json!(span.trace_id));
+            fields.insert("span_id".into(), json!(span.span_id));
+            match &span.parent_span_id {
+                Some(parent) => fields.insert("parent_span_id".into(), json!(parent)),
+                None => fields.remove("parent_span_id"),
+            };
         }
+        Some((level, message, fields))
     }
 }
 
@@ -181,5 +215,42 @@ impl Drop for LineWriter {
     fn drop(&mut self) {
         let rest = std::mem::take(&mut self.pending);
         self.output.emit(&rest);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    const GUEST_LINE: &str = r#"{"level":"info","msg":"request","component":"pending","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"1111111111111111","parent_span_id":"2222222222222222","status":201}"#;
+
+    #[test]
+    fn a_recorded_component_span_names_the_guests_lines() {
+        let span = LineSpan {
+            trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".to_owned(),
+            span_id: "3333333333333333".to_owned(),
+            parent_span_id: Some("2222222222222222".to_owned()),
+        };
+        let output = GuestOutput::new(Arc::from("pending"), "stderr", Some(Arc::new(span)));
+        let (level, message, fields) = output.line(GUEST_LINE).expect("a line");
+        assert_eq!((level.as_str(), message.as_str()), ("info", "request"));
+        assert_eq!(fields["span_id"], "3333333333333333", "the exported span's id, not the guest's own");
+        assert_eq!(fields["parent_span_id"], "2222222222222222");
+        assert_eq!(fields["status"], 201);
+        let (_, plain, fields) = output.line("not JSON").expect("a line");
+        assert_eq!(plain, "not JSON");
+        assert_eq!(fields["span_id"], "3333333333333333", "a plain line is in the span too");
+    }
+
+    #[test]
+    fn without_a_recorded_span_the_guests_ids_stay() {
+        let output = GuestOutput::new(Arc::from("pending"), "stderr", None);
+        let (_, message, fields) = output.line(GUEST_LINE).expect("a line");
+        assert_eq!(message, "request");
+        assert_eq!(fields["span_id"], "1111111111111111");
+        assert_eq!(fields["parent_span_id"], "2222222222222222");
+        assert!(output.line("").is_none());
     }
 }

@@ -4,7 +4,10 @@
 //!
 //! The program around the host gives the registry ([`crate::AppConfig`]) and serves it; the
 //! host only counts. Labels are the manifest's names and status codes, never a path or an id,
-//! so their number stays bounded.
+//! so their number stays bounded. A counter whose labels are all known when the application
+//! loads (the failures, by component) has each series at 0 from the start: Prometheus sees a
+//! series only once it is exposed, so one born at 1 hides its first event from `increase()`
+//! and from every alert built on it (docs/architecture.md, "Metrics").
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// Latency buckets, in seconds: from a millisecond (a cached read) to the default deadline.
@@ -23,8 +26,12 @@ pub(crate) struct HostMetrics {
 }
 
 impl HostMetrics {
-    /// The host's metrics, registered in `registry`.
-    pub(crate) fn register(registry: &Registry) -> prometheus::Result<HostMetrics> {
+    /// The host's metrics, registered in `registry`, with the failure counters of each of
+    /// `components` (the ids in the manifest) at 0.
+    pub(crate) fn register<'a>(
+        registry: &Registry,
+        components: impl IntoIterator<Item = &'a str>,
+    ) -> prometheus::Result<HostMetrics> {
         let latency = |name: &str, help: &str, labels: &[&str]| {
             HistogramVec::new(HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()), labels)
         };
@@ -78,6 +85,10 @@ impl HostMetrics {
         registry.register(Box::new(metrics.instances_in_use.clone()))?;
         registry.register(Box::new(metrics.instances_max.clone()))?;
         registry.register(Box::new(metrics.pool_connections.clone()))?;
+        for component in components {
+            metrics.deadline_exceeded.with_label_values(&[component]);
+            metrics.failures.with_label_values(&[component]);
+        }
         Ok(metrics)
     }
 
@@ -101,5 +112,35 @@ impl HostMetrics {
 
     pub(crate) fn statement(&self, component: &str, ok: bool) -> Histogram {
         self.statement_seconds.with_label_values(&[component, if ok { "ok" } else { "error" }])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus::{Encoder, TextEncoder};
+
+    use super::*;
+
+    /// What a scrape of `registry` shows, in Prometheus' text format.
+    fn scrape(registry: &Registry) -> String {
+        let mut text = Vec::new();
+        TextEncoder::new().encode(&registry.gather(), &mut text).expect("text format");
+        String::from_utf8(text).expect("UTF-8")
+    }
+
+    #[test]
+    fn each_components_failure_counters_exist_at_zero_before_any_failure() {
+        let registry = Registry::new();
+        let metrics = HostMetrics::register(&registry, ["pending", "gmail"]).expect("fresh registry");
+        let first = scrape(&registry);
+        for name in ["gatehouse_deadline_exceeded_total", "gatehouse_component_failures_total"] {
+            for component in ["pending", "gmail"] {
+                let line = format!("{name}{{component=\"{component}\"}} 0\n");
+                assert!(first.contains(&line), "no {line:?} in\n{first}");
+            }
+        }
+        metrics.deadline_exceeded("gmail");
+        let after = scrape(&registry);
+        assert!(after.contains("gatehouse_deadline_exceeded_total{component=\"gmail\"} 1\n"), "{after}");
     }
 }

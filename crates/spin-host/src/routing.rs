@@ -120,6 +120,11 @@ impl Router {
         Ok(Router { routes })
     }
 
+    /// The public routes of `component`, as the manifest writes them.
+    pub(crate) fn routes_of<'a>(&'a self, component: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.routes.iter().filter(move |(_, c)| c == component).map(|(pattern, _)| pattern.raw.as_str())
+    }
+
     pub(crate) fn route(&self, path: &str) -> Option<RouteMatch> {
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         let (pattern, component, params) = self

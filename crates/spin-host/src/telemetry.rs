@@ -9,9 +9,11 @@
 //! span is a no-op, and requests carry their `traceparent` on unchanged.
 //!
 //! The trace context travels in the W3C `traceparent` header. A component's span continues the
-//! request's; its guest sees the component's span as its parent, so the guest's log lines name
-//! it; a request the guest sends is a child of the component's span, or of the trace the guest
-//! names itself (a stored call's own trace), and carries the request's span on to the next hop.
+//! request's; its guest sees the component's span as its parent, and the guest's log lines
+//! carry the component's span as theirs (the host writes its ids into them, src/log.rs, since a
+//! guest cannot tell the host's span from its caller's); a request the guest sends is a child
+//! of the component's span, or of the trace the guest names itself (a stored call's own trace),
+//! and carries the request's span on to the next hop.
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -23,6 +25,8 @@ use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
+
+use crate::log::LineSpan;
 
 /// The name a span starts with, replaced once it is known to be recorded.
 const UNNAMED: &str = "request";
@@ -47,6 +51,19 @@ pub trait TelemetryHooks: Send + Sync {
     /// What a request a guest sends is to the application (`callback`, `tool`), for the
     /// outbound requests' metric; `other` when it is nothing in particular.
     fn outbound_kind(&self, path: &str, headers: &HeaderMap) -> &'static str;
+    /// Told once, when the application loads, which components it serves, so the
+    /// application's counters can show each of them at 0 from the first scrape.
+    fn loaded(&self, components: &[ComponentFacts<'_>]);
+}
+
+/// What the host knows of a component when the application loads.
+#[derive(Debug)]
+pub struct ComponentFacts<'a> {
+    /// The component's id in the manifest.
+    pub id: &'a str,
+    /// Its public routes as the manifest writes them (`/internal/tools/gmail/...`); none for a
+    /// component reached by service chaining only.
+    pub routes: Vec<&'a str>,
 }
 
 /// What the host knows of a request a component serves.
@@ -83,6 +100,8 @@ impl TelemetryHooks for NoHooks {
     fn outbound_kind(&self, _path: &str, _headers: &HeaderMap) -> &'static str {
         "other"
     }
+
+    fn loaded(&self, _components: &[ComponentFacts<'_>]) {}
 }
 
 /// What spans and metrics are made with: the host's metrics and the application's facts.
@@ -98,15 +117,24 @@ pub(crate) struct GuestTelemetry {
     cx: Context,
     component: Arc<str>,
     telemetry: Arc<Telemetry>,
+    /// The component's span as the guest's log lines name it, when the span is recorded.
+    line_span: Option<Arc<LineSpan>>,
 }
 
 impl GuestTelemetry {
     /// A guest with no span and metrics of its own (a unit test's store).
     #[cfg(test)]
     pub(crate) fn detached() -> GuestTelemetry {
-        let metrics = crate::metrics::HostMetrics::register(&prometheus::Registry::new()).expect("fresh registry");
+        let metrics =
+            crate::metrics::HostMetrics::register(&prometheus::Registry::new(), ["test"]).expect("fresh registry");
         let telemetry = Arc::new(Telemetry { metrics, hooks: Arc::new(NoHooks) });
-        GuestTelemetry { cx: Context::new(), component: Arc::from("test"), telemetry }
+        GuestTelemetry { cx: Context::new(), component: Arc::from("test"), telemetry, line_span: None }
+    }
+
+    /// The span the guest's log lines belong to: the component's, when it is recorded; none
+    /// when it is not, and the guest's lines keep the ids the guest gave them.
+    pub(crate) fn line_span(&self) -> Option<Arc<LineSpan>> {
+        self.line_span.clone()
     }
 
     /// Starts the span of a request the guest sends, and puts its trace context on the request.
@@ -227,8 +255,17 @@ impl ComponentSpan {
             span.set_attributes(fields);
             inject(&cx, request.headers_mut());
         }
+        let line_span = recording.then(|| {
+            let parent = parent.span().span_context().clone();
+            let own = cx.span().span_context().clone();
+            Arc::new(LineSpan {
+                trace_id: own.trace_id().to_string(),
+                span_id: own.span_id().to_string(),
+                parent_span_id: parent.is_valid().then(|| parent.span_id().to_string()),
+            })
+        });
         let route = route.unwrap_or("chained").to_owned();
-        let guest = GuestTelemetry { cx, component: facts.component.clone(), telemetry };
+        let guest = GuestTelemetry { cx, component: facts.component.clone(), telemetry, line_span };
         ComponentSpan { guest, request: facts, route, arrived }
     }
 
@@ -444,6 +481,31 @@ fn operation_name(statement: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The span the host hands the guest (the `traceparent` the guest reads) is the span whose
+    /// ids the guest's lines carry, and the one the host records and exports. Sets the global
+    /// tracer provider: nextest runs each test in a process of its own.
+    #[test]
+    fn the_guests_lines_name_the_recorded_component_span() {
+        opentelemetry::global::set_tracer_provider(opentelemetry_sdk::trace::SdkTracerProvider::builder().build());
+        let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let mut request = Request::builder()
+            .uri("/voice-tools/pending")
+            .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+            .body(())
+            .expect("a request");
+        let telemetry = GuestTelemetry::detached().telemetry;
+        let started = Instant::now();
+        let span = ComponentSpan::start(Arc::from("pending"), None, Vec::new(), None, started, &mut request, telemetry);
+        let recorded = span.guest.cx.span().span_context().clone();
+        assert!(span.guest.cx.span().is_recording(), "an installed provider records the span");
+        let line = span.guest().line_span().expect("a recorded span names the guest's lines");
+        assert_eq!(line.span_id, recorded.span_id().to_string(), "the line names the recorded span");
+        assert_eq!(line.trace_id, trace);
+        assert_eq!(line.parent_span_id.as_deref(), Some("00f067aa0ba902b7"), "the caller's span is its parent");
+        let handed = request.headers().get("traceparent").and_then(|value| value.to_str().ok());
+        assert_eq!(handed, Some(format!("00-{trace}-{}-01", line.span_id).as_str()), "the guest is handed that span");
+    }
 
     #[test]
     fn a_statement_is_named_by_its_first_keyword() {

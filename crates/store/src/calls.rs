@@ -458,14 +458,25 @@ pub fn complete_call(
     transition(db, COMPLETE, &[id(tool_call_id), text(lease_owner), json(result)?, text(voice_response)])
 }
 
+/// EXECUTING -> FAILED. With `releases_hold` (the tool said no to `execute`, or never got that
+/// far), what `prepare` left is owed a `discard` from now on, as a cancel's is: a definite
+/// failure must not keep the caller's hold (docs/architecture.md, "The sweeper").
 pub fn fail_call(
     db: &Connection,
     tool_call_id: &ToolCallId,
     lease_owner: &str,
     reason: &str,
     voice_response: &str,
+    releases_hold: bool,
 ) -> Result<Transition, StoreError> {
-    transition(db, FAIL, &[id(tool_call_id), text(lease_owner), text(reason), text(voice_response)])
+    let params = [
+        id(tool_call_id),
+        text(lease_owner),
+        text(reason),
+        text(voice_response),
+        ParameterValue::Boolean(releases_hold),
+    ];
+    transition(db, FAIL, &params)
 }
 
 /// How a crashed attempt is retried: the first back-off, doubled with each attempt, and how

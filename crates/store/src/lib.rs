@@ -38,7 +38,7 @@ pub use history::{
     ExecutionCursor, ExecutionFilter, ToolExecution, fold_execution_rollups, record_tool_execution, tool_executions,
     tool_stats,
 };
-pub use keys::{key_grant, tenant_limit};
+pub use keys::{key_grant, tenant_callbacks, tenant_limit};
 pub use records::{
     CallbackAttempt, purge_expired_session_context, record_callback_attempt, session_context_get, session_context_put,
 };

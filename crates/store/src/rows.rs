@@ -125,6 +125,7 @@ mod tests {
             ("credentials::CACHED_CREDENTIAL", crate::credentials::CACHED_CREDENTIAL),
             ("keys::KEY_GRANT", crate::keys::KEY_GRANT),
             ("keys::TENANT_LIMIT", crate::keys::TENANT_LIMIT),
+            ("keys::TENANT_CALLBACKS", crate::keys::TENANT_CALLBACKS),
             ("records::SESSION_CONTEXT_GET", crate::records::SESSION_CONTEXT_GET),
             ("health::PING", crate::health::PING),
             ("sql/session_context_view.sql", include_str!("sql/session_context_view.sql")),

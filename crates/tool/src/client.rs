@@ -1,11 +1,11 @@
 use std::time::Duration;
 
 use gatehouse_domain::contract::{
-    CALL_ID_HEADER, Checkpoint, Executed, FaultKind, Operation, Prepared, RECORDED_HEADER, Summary, TOOL_HEADER,
-    ToolDescription, ToolFault, ToolRefusal, ToolRequest, Validated,
+    CALL_ID_HEADER, Checkpoint, ContractAnswer, ContractBreach, Discarded, Executed, FaultKind, Operation, Prepared,
+    RECORDED_HEADER, Summary, TOOL_HEADER, ToolDescription, ToolFault, ToolRefusal, ToolRequest, Validated,
+    read_answer,
 };
 use gatehouse_platform::{Method, SendFailure};
-use serde::de::DeserializeOwned;
 
 use crate::history::{Execution, Outcome, ToolIdentity};
 use crate::registry::ToolTarget;
@@ -16,10 +16,23 @@ pub enum ToolError {
     /// A definitive answer from the tool (422): invalid parameters, or a failure it reports.
     #[error("{}", .0.error)]
     Refused(ToolRefusal),
-    /// The tool trapped, timed out, could not be reached or answered nonsense; the operation
-    /// may be retried. The fault says which, for the answer and the tools list.
+    /// The tool trapped, timed out or could not be reached; the operation may be retried. The
+    /// fault says which, for the answer and the tools list.
     #[error("{0}")]
     Crashed(ToolFault),
+    /// The tool answered outside the contract ([`ContractBreach`]): final, never retried, and
+    /// never read as success (docs/architecture.md, "The tool contract"). The fault's kind is
+    /// [`FaultKind::BrokeContract`].
+    #[error("{0}")]
+    BrokeContract(ToolFault),
+}
+
+impl ToolError {
+    /// The breach as the lifecycle reports it, with where the tool is served.
+    pub fn broke_contract(component: &str, breach: &ContractBreach) -> ToolError {
+        let origin = crate::registry::ToolTarget::of(component).origin();
+        ToolError::BrokeContract(ToolFault::new(FaultKind::BrokeContract, format!("{origin}: {breach}")))
+    }
 }
 
 /// A tool's refusal with its sentence and field problems cut to their bounds: the tool wrote
@@ -37,7 +50,7 @@ fn bounded(refusal: ToolRefusal) -> ToolRefusal {
             problem: truncate_chars(&f.problem, MAX_TOOL_SENTENCE_CHARS),
         })
         .collect();
-    ToolRefusal { error: truncate_chars(&refusal.error, MAX_TOOL_SENTENCE_CHARS), fields }
+    ToolRefusal { error: truncate_chars(&refusal.error, MAX_TOOL_SENTENCE_CHARS), fields, ..refusal }
 }
 
 /// The tool contract, spoken to one tool: a component of this application through service
@@ -103,11 +116,11 @@ impl ToolClient {
 
     /// The tool's `discard`: undo what `prepare` left.
     pub async fn discard(&self, request: &ToolRequest) -> Result<(), ToolError> {
-        self.recorded::<serde_json::Value>(Operation::Discard, request).await.map(drop)
+        self.recorded::<Discarded>(Operation::Discard, request).await.map(drop)
     }
 
     /// An operation whose history row is written by the time it returns, whoever wrote it.
-    async fn recorded<T: DeserializeOwned>(&self, op: Operation, request: &ToolRequest) -> Result<T, ToolError> {
+    async fn recorded<T: ContractAnswer>(&self, op: Operation, request: &ToolRequest) -> Result<T, ToolError> {
         let (answer, unrecorded) = self.call(op, request).await?;
         if let Some(execution) = unrecorded {
             execution.end(Outcome::Ok, None).write();
@@ -119,7 +132,7 @@ impl ToolClient {
     /// a Gatehouse tool writes its own and says so with [`RECORDED_HEADER`]; for any other
     /// tool, and for every crash (the tool could not write it), the row is written here. A
     /// success the tool did not record comes back unwritten, for the caller to finish.
-    async fn call<T: DeserializeOwned>(
+    async fn call<T: ContractAnswer>(
         &self,
         op: Operation,
         request: &ToolRequest,
@@ -133,7 +146,8 @@ impl ToolClient {
             Err((error, recorded)) => {
                 let outcome = match &error {
                     ToolError::Crashed(_) => Some(Outcome::Crashed),
-                    ToolError::Refused(_) if recorded => None,
+                    ToolError::Refused(_) | ToolError::BrokeContract(_) if recorded => None,
+                    ToolError::BrokeContract(_) => Some(Outcome::Failed),
                     ToolError::Refused(_) if op == Operation::Validate => Some(Outcome::Rejected),
                     ToolError::Refused(_) => Some(Outcome::Failed),
                 };
@@ -146,7 +160,7 @@ impl ToolClient {
     }
 
     /// The request and its answer; with it, whether the tool recorded the operation itself.
-    async fn exchange<T: DeserializeOwned>(
+    async fn exchange<T: ContractAnswer>(
         &self,
         op: Operation,
         request: Option<&ToolRequest>,
@@ -183,19 +197,11 @@ impl ToolClient {
             crashed(kind, explanation)
         })?;
         let recorded = answer.header(RECORDED_HEADER).is_some();
-        let unreadable = |what: &str, e: serde_json::Error| {
-            crashed(
-                FaultKind::BadAnswer,
-                format!("{} answered {} with {what} that is not the contract's: {e}", target.origin(), op.as_str()),
-            )
-        };
+        let broke = |breach: ContractBreach| (ToolError::broke_contract(&self.component, &breach), recorded);
         match answer.status {
-            200..=299 => serde_json::from_slice(&answer.body)
-                .map(|answer| (answer, recorded))
-                .map_err(|e| unreadable("a body", e)),
+            200..=299 => read_answer(op, &answer.body).map(|answer| (answer, recorded)).map_err(broke),
             422 => {
-                let refusal: ToolRefusal =
-                    serde_json::from_slice(&answer.body).map_err(|e| unreadable("a refusal", e))?;
+                let refusal: ToolRefusal = read_answer(op, &answer.body).map_err(broke)?;
                 Err((ToolError::Refused(bounded(refusal)), recorded))
             }
             status @ (401 | 403) => Err(crashed(

@@ -4,21 +4,23 @@
 //! and does nothing (docs/architecture.md, "Signed hops").
 
 use gatehouse_domain::contract::{Executed, Operation, Prepared, ToolRefusal, ToolRequest};
-use gatehouse_domain::{ApiError, ErrorCode, Status, ToolCallId};
+use gatehouse_domain::signing::Refusal;
+use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_http::Request;
 use gatehouse_store::{ClaimedOperation, OperationClaim, ToolCall};
 use serde_json::Value;
 
-/// Spends the nonce of a signed service request: the first time it passes, a replay within
-/// the signature's window is refused with 401. A request that came by service chaining with
-/// no `contract_secret` set carries no signature, and passes.
+/// Spends the nonce of a signed service request, whatever its operation (a `describe` too: the
+/// contract accepts every nonce once): the first time it passes, a replay within the
+/// signature's window is refused with 401 `signature_replayed`. A request that came by service
+/// chaining with no `contract_secret` set carries no signature, and passes.
 pub fn spend_service_signature(req: &Request) -> Result<(), ApiError> {
     let Some(signed) = gatehouse_http::signed_nonce(req)? else { return Ok(()) };
     let db = gatehouse_platform::open_db()?;
     if gatehouse_store::spend_nonce(&db, &signed.nonce, signed.expires_at)? {
         Ok(())
     } else {
-        Err(ApiError::new(ErrorCode::Unauthorized, "This signed request was already used; each one is good once."))
+        Err(Refusal::Replayed.into())
     }
 }
 
@@ -111,10 +113,9 @@ fn recorded(op: Operation, call: &ToolCall) -> Result<Guarded, ApiError> {
             };
             Ok(Guarded::Recorded(serde_json::to_value(executed).map_err(encoding)?))
         }
-        (Operation::Execute, Status::Failed) => Ok(Guarded::RecordedFailure(ToolRefusal {
-            error: call.voice_response.clone().or_else(|| call.error_message.clone()).unwrap_or_default(),
-            fields: Vec::new(),
-        })),
+        (Operation::Execute, Status::Failed) => Ok(Guarded::RecordedFailure(ToolRefusal::saying(
+            call.voice_response.clone().or_else(|| call.error_message.clone()).unwrap_or_default(),
+        ))),
         (_, Status::Executing) => Err(ApiError::invalid_state(
             format!("This call's {} is already under way for its current attempt, or is not due.", op.as_str()),
             id,

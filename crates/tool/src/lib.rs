@@ -53,7 +53,7 @@ pub use gatehouse_domain::{FieldProblem, SessionId, ToolCallId};
 pub use gatehouse_platform::open_db;
 pub use guard::spend_service_signature;
 pub use registry::{RegistryEntry, ToolRegistry, ToolTarget};
-pub use server::{Tool, ToolFailure, accept, contract_routes, describe_as, identity, serve_tool};
+pub use server::{FailureKind, Tool, ToolFailure, accept, contract_routes, describe_as, identity, serve_tool};
 
 /// What [`tool_component!`] expands to names, so a component needs only this crate and spin-sdk.
 #[doc(hidden)]

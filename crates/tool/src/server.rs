@@ -1,5 +1,5 @@
 use gatehouse_domain::contract::{
-    Checkpoint, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
+    Checkpoint, Discarded, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
 };
 use gatehouse_domain::{ApiError, FieldProblem, SessionOf};
 use gatehouse_http::{Access, Component, IncomingRequest, Params, Reply, Request, ResponseOutparam, Router};
@@ -8,18 +8,63 @@ use serde_json::{Map, Value};
 use crate::guard::Guarded;
 use crate::history::{Execution, Outcome, ToolIdentity};
 
-/// A failure the tool reports as a definitive answer: the call becomes FAILED with this
-/// sentence, which the agent can speak.
+/// A failure the tool reports: the call becomes FAILED with this sentence, which the agent can
+/// speak; or, for [`ToolFailure::ask_again_later`], the operation is tried again later.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolFailure {
     /// The sentence the agent speaks.
     pub message: String,
+    /// What the failure says about the world.
+    pub kind: FailureKind,
 }
 
+/// What a [`ToolFailure`] says about the world (docs/architecture.md, "Exactly once").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Nothing was done: the call fails and what `prepare` left is released.
+    NotDone,
+    /// It may have been done, and cannot be found out: the call fails, nothing is released.
+    MayHaveActed,
+    /// It may have been done, and asking again later finds out without acting twice (a backend
+    /// that honours the call's Idempotency-Key): the contract answers 503, so the lifecycle
+    /// re-drives the operation after a back-off, up to its attempt limit.
+    AskAgainLater,
+}
+
+/// How long a tool that answers [`FailureKind::AskAgainLater`] asks to be left alone.
+const ASK_AGAIN_AFTER_SECONDS: u32 = 5;
+
 impl ToolFailure {
-    /// A failure saying `message`.
+    /// A definite failure saying `message`: nothing was done.
     pub fn new(message: impl Into<String>) -> ToolFailure {
-        ToolFailure { message: message.into() }
+        ToolFailure { message: message.into(), kind: FailureKind::NotDone }
+    }
+
+    /// A failure after which the tool cannot tell whether it acted.
+    pub fn may_have_acted(message: impl Into<String>) -> ToolFailure {
+        ToolFailure { message: message.into(), kind: FailureKind::MayHaveActed }
+    }
+
+    /// An outcome not known yet, that asking again will find out.
+    pub fn ask_again_later(message: impl Into<String>) -> ToolFailure {
+        ToolFailure { message: message.into(), kind: FailureKind::AskAgainLater }
+    }
+
+    /// The failure as the contract's refusal (for the kinds that end the call).
+    pub fn refusal(&self) -> ToolRefusal {
+        ToolRefusal { may_have_acted: self.kind == FailureKind::MayHaveActed, ..ToolRefusal::saying(&self.message) }
+    }
+
+    /// The failure as its caller in the same process reads it: what the contract's answer to
+    /// it would have been (a 422, or a crash to try again).
+    pub fn into_error(self) -> crate::ToolError {
+        match self.kind {
+            FailureKind::AskAgainLater => crate::ToolError::Crashed(gatehouse_domain::contract::ToolFault::new(
+                gatehouse_domain::contract::FaultKind::ErrorStatus,
+                self.message,
+            )),
+            FailureKind::NotDone | FailureKind::MayHaveActed => crate::ToolError::Refused(self.refusal()),
+        }
     }
 }
 
@@ -37,6 +82,13 @@ pub trait Tool {
     }
     /// The sentence the agent speaks to have the caller confirm.
     fn summarize(&self, parameters: &Map<String, Value>) -> String;
+    /// Whether a call with these accepted parameters stops at a checkpoint: the description's
+    /// `needs_checkpoint` unless the tool decides per call. It is recorded with the call; a call
+    /// that needs one is never run on a `prepare` that answers none (docs/architecture.md,
+    /// "The tool contract").
+    fn needs_checkpoint(&self, description: &ToolDescription, _parameters: &Map<String, Value>) -> bool {
+        description.needs_checkpoint
+    }
     /// Everything up to the irreversible step. `None` for a tool that needs no checkpoint.
     async fn prepare(&self, request: &ToolRequest) -> Result<Option<Checkpoint>, ToolFailure>;
     /// The irreversible step, once. With `side_effect_may_have_started`, find out first.
@@ -138,6 +190,8 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
         .find(|op| op.path() == params.rest())
         .ok_or_else(|| ApiError::not_found("This tool has no such operation."))?;
     if op == Operation::Describe {
+        // Signed, it is single-use like every signed request ("Signed hops").
+        crate::guard::spend_service_signature(&req)?;
         return Ok(gatehouse_http::json_response(200, &describe_as(tool, component)).into());
     }
     gatehouse_http::require_method(&req, gatehouse_http::Method::Post)?;
@@ -166,10 +220,18 @@ async fn handle<T: Tool>(req: Request, params: Params, component: Component, too
             return Ok(recorded(gatehouse_http::json_response(200, &body)).into());
         }
         Ok(body) => (gatehouse_http::json_response(200, &body), execution.end(Outcome::Ok, None)),
-        Err(refusal) => {
+        Err(Unsuccessful::Refused(refusal)) => {
             let outcome = if op == Operation::Validate { Outcome::Rejected } else { Outcome::Failed };
             let finished = execution.end(outcome, Some(&refusal.error));
             (gatehouse_http::json_response(422, &refusal), finished)
+        }
+        // Not an answer yet: the contract's "crash", so the lifecycle asks again after a
+        // back-off, and the history shows the try as one that did not settle.
+        Err(Unsuccessful::AskAgainLater(failure)) => {
+            let finished = execution.end(Outcome::Crashed, Some(&failure.message));
+            let mut response = gatehouse_http::json_response(503, &failure.refusal());
+            response.set_header("retry-after", ASK_AGAIN_AFTER_SECONDS.to_string());
+            (response, finished)
         }
     };
     Ok(Reply::from(recorded(response)).then(async move { finished.write() }))
@@ -183,16 +245,31 @@ fn recorded(mut response: gatehouse_http::Response) -> gatehouse_http::Response 
     response
 }
 
+/// Why an operation did not succeed: the tool's answer that ends it, or one to ask again.
+enum Unsuccessful {
+    Refused(ToolRefusal),
+    AskAgainLater(ToolFailure),
+}
+
+impl From<ToolRefusal> for Unsuccessful {
+    fn from(refusal: ToolRefusal) -> Unsuccessful {
+        Unsuccessful::Refused(refusal)
+    }
+}
+
 async fn run<T: Tool>(
     tool: &T,
     description: &ToolDescription,
     op: Operation,
     request: &ToolRequest,
     execution: &Execution,
-) -> Result<Value, ToolRefusal> {
-    let failed = |f: ToolFailure| ToolRefusal { error: f.message, fields: Vec::new() };
+) -> Result<Value, Unsuccessful> {
+    let failed = |f: ToolFailure| match f.kind {
+        FailureKind::AskAgainLater => Unsuccessful::AskAgainLater(f),
+        FailureKind::NotDone | FailureKind::MayHaveActed => Unsuccessful::Refused(f.refusal()),
+    };
     let to_value =
-        |v: Result<Value, serde_json::Error>| v.map_err(|e| ToolRefusal { error: e.to_string(), fields: vec![] });
+        |v: Result<Value, serde_json::Error>| v.map_err(|e| Unsuccessful::Refused(ToolRefusal::saying(e.to_string())));
     match op {
         Operation::Describe => to_value(serde_json::to_value(description)),
         Operation::Validate => {
@@ -209,7 +286,7 @@ async fn run<T: Tool>(
         Operation::Execute => to_value(serde_json::to_value(tool.execute(request).await.map_err(failed)?)),
         Operation::Discard => {
             tool.discard(request).await.map_err(failed)?;
-            Ok(serde_json::json!({"discarded": true}))
+            to_value(serde_json::to_value(Discarded::DONE))
         }
     }
 }
@@ -232,11 +309,11 @@ pub fn accept<T: Tool>(
     match checked {
         Ok(parameters) => Ok(Validated {
             summary: tool.summarize(&parameters),
-            needs_checkpoint: description.needs_checkpoint,
+            needs_checkpoint: tool.needs_checkpoint(description, &parameters),
             execution: Some(execution.handed_over()),
             parameters,
         }),
-        Err(fields) => Err(ToolRefusal { error: "Some of the details aren't valid.".into(), fields }),
+        Err(fields) => Err(ToolRefusal { fields, ..ToolRefusal::saying("Some of the details aren't valid.") }),
     }
 }
 

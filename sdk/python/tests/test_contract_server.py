@@ -8,6 +8,7 @@ import asyncio
 import json
 import secrets
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +22,14 @@ from gatehouse_tool import (
     SqliteStore,
     Tool,
     ToolFailure,
+    Refusal,
+    Signed,
+    check,
     checkpoint,
     contract_app,
     executed,
     sign,
+    verify,
 )
 
 SECRET = "contract-secret-for-tests"
@@ -101,25 +106,93 @@ def test_describe_answers_unsigned_and_unknown_operations_are_404(store: Any) ->
     assert (not_post.status, not_post.body["code"]) == (405, "method_not_allowed")
 
 
-def test_a_wrong_stale_or_missing_signature_and_a_replay_are_refused(store: Any) -> None:
+def code(reply: Any) -> tuple[int, str]:
+    return reply.status, reply.body["code"]
+
+
+def test_a_wrong_stale_or_missing_signature_and_a_replay_are_refused_saying_which(store: Any) -> None:
     tool = Counter()
     server = ContractServer(tool, SECRET, store)
     body = {"tool_call_id": "tc_sig", "parameters": {"n": 2}}
-    assert run(server, "prepare", body, secret="another-secret")[0] == 401
-    assert run(server, "prepare", body, at=time.time() - 301)[0] == 401
+    assert run(server, "prepare", body, secret="another-secret")[1]["code"] == "signature_mismatch"
+    assert run(server, "prepare", body, at=time.time() - 301)[1]["code"] == "signature_stale"
     path, _, raw = signed("prepare", body)
-    assert asyncio.run(server.handle("POST", path, {}, raw)).status == 401
+    assert code(asyncio.run(server.handle("POST", path, {}, raw))) == (401, "signature_missing")
     # Signed for prepare, sent as execute: the path is signed.
     _, headers, raw = signed("prepare", body)
-    assert asyncio.run(server.handle("POST", f"{BASE}/tool/execute", headers, raw)).status == 401
+    assert code(asyncio.run(server.handle("POST", f"{BASE}/tool/execute", headers, raw))) == (401, "signature_mismatch")
     # A body changed after signing.
     path, headers, _ = signed("prepare", body)
-    assert asyncio.run(server.handle("POST", path, headers, json.dumps({**body, "parameters": {"n": 9}}).encode())).status == 401
+    changed = json.dumps({**body, "parameters": {"n": 9}}).encode()
+    assert code(asyncio.run(server.handle("POST", path, headers, changed))) == (401, "signature_mismatch")
+    # An Idempotency-Key added on the way: the key is signed (empty when there is none).
+    path, headers, raw = signed("prepare", body)
+    keyed = {**headers, "idempotency-key": "k"}
+    assert code(asyncio.run(server.handle("POST", path, keyed, raw))) == (401, "signature_mismatch")
 
     nonce = secrets.token_hex(16)
     assert run(server, "prepare", body, nonce=nonce)[0] == 200
     status, answer = run(server, "prepare", body, nonce=nonce)
-    assert (status, answer["code"]) == (401, "unauthorized") and "already used" in answer["error"]
+    assert (status, answer["code"]) == (401, "signature_replayed") and "already used" in answer["error"]
+
+
+def test_a_signed_describe_is_single_use_and_an_unsigned_one_is_answered(store: Any) -> None:
+    server = ContractServer(Counter(), SECRET, store)
+    path = f"{BASE}/tool/describe"
+    header = {"x-gatehouse-contract-signature": sign(SECRET, int(time.time()), secrets.token_hex(16), "GET", path, b"")}
+    assert asyncio.run(server.handle("GET", path, header, b"")).status == 200
+    again = asyncio.run(server.handle("GET", path, header, b""))
+    assert (again.status, again.body["code"]) == (401, "signature_replayed")
+    assert asyncio.run(server.handle("GET", path, {}, b"")).status == 200
+
+
+def _repository_file(relative: str) -> Path:
+    """A file of the repository, found from wherever the tests were copied to."""
+    for folder in Path(__file__).resolve().parents:
+        if (folder / relative).is_file():
+            return folder / relative
+    raise FileNotFoundError(relative)
+
+
+def _vector() -> dict[str, Any]:
+    """openapi/signing-test-vector.json: the recipe's worked example."""
+    loaded: dict[str, Any] = json.loads(_repository_file("openapi/signing-test-vector.json").read_text("utf-8"))
+    return loaded
+
+
+def test_the_docs_verification_snippet_accepts_the_vector_and_refuses_a_retarget_and_a_replay() -> None:
+    """docs/tools.md's Python example for a backend ("What your backend receives"), run as written."""
+    docs = _repository_file("docs/tools.md").read_text("utf-8")
+    section = docs.split("### What your backend receives", 1)[1]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(compile(snippet, "docs/tools.md", "exec"), scope)
+    refusal = scope["refusal"]
+    v = _vector()
+    assert v["header"] in docs, "docs/tools.md shows the vector's header"
+    secret, body, key, at = v["secret"].encode(), v["body"].encode(), v["idempotency_key"], v["timestamp"] + 5
+    spent: set[str] = set()
+    assert refusal(secret, v["header"], v["method"], "/holds/H3", key, body, spent, now=at) == "signature_mismatch"
+    assert refusal(secret, v["header"], v["method"], v["target"], "", body, spent, now=at) == "signature_mismatch"
+    assert refusal(secret, v["header"], v["method"], v["target"], key, body, spent, now=at + 600) == "signature_stale"
+    assert refusal(secret, None, v["method"], v["target"], key, body, spent, now=at) == "signature_missing"
+    assert refusal(secret, v["header"], v["method"], v["target"], key, body, spent, now=at) is None
+    assert refusal(secret, v["header"], v["method"], v["target"], key, body, spent, now=at) == "signature_replayed"
+
+
+def test_the_published_test_vector_signs_and_verifies() -> None:
+    v = _vector()
+    body = v["body"].encode()
+    key = v["idempotency_key"]
+    header = sign(v["secret"], v["timestamp"], v["nonce"], v["method"], v["target"], body, idempotency_key=key)
+    assert header == v["header"]
+    now = v["timestamp"] + 10
+    signed = check(v["secret"], v["header"], v["method"], v["target"], body, now, idempotency_key=key)
+    assert signed == Signed(nonce=v["nonce"], expires_at=v["timestamp"] + 300)
+    assert check(v["secret"], v["header"], v["method"], "/holds/H3", body, now, idempotency_key=key) == Refusal.MISMATCH
+    assert check(v["secret"], v["header"], v["method"], v["target"], body, now) == Refusal.MISMATCH
+    assert check(v["secret"], v["header"], v["method"], v["target"], body, now + 600, idempotency_key=key) == Refusal.STALE
+    assert verify(v["secret"], None, v["method"], v["target"], body, now) is None
 
 
 def test_validate_refuses_with_field_problems_and_accepts_with_the_sentence(store: Any) -> None:
@@ -127,11 +200,11 @@ def test_validate_refuses_with_field_problems_and_accepts_with_the_sentence(stor
     status, answer = run(server, "validate", {"parameters": {"n": 2}})
     assert status == 200 and answer == {"parameters": {"n": 2}, "summary": "I'll count to 2.", "needs_checkpoint": True}
     status, answer = run(server, "validate", {"parameters": {}})
-    assert status == 422 and answer["fields"] == [{"field": "n", "problem": "is required"}]
+    assert status == 422 and answer["fields"] == [{"field": "n", "problem": "is needed"}]
     status, answer = run(server, "validate", {"parameters": {"n": 11}})
     assert status == 422 and answer["fields"][0]["field"] == "n"
     status, answer = run(server, "validate", {"parameters": {"n": 1, "m": 2}})
-    assert status == 422 and answer["fields"] == [{"field": "m", "problem": "is not a parameter of this tool"}]
+    assert status == 422 and answer["fields"] == [{"field": "m", "problem": "is not something this tool takes"}]
     assert run(server, "summarize", {"parameters": {"n": 3}}) == (200, {"summary": "I'll count to 3."})
 
 
@@ -244,3 +317,13 @@ def test_without_a_secret_only_chained_requests_are_answered() -> None:
     assert (from_outside.status, from_outside.body["code"]) == (401, "unauthorized")
     chained = asyncio.run(server.handle("POST", "/tool/summarize", {}, body, chained=True))
     assert (chained.status, chained.body) == (200, {"summary": "I'll count to 1."})
+
+
+def test_a_refusal_reads_as_in_every_language() -> None:
+    # The sentences are sdk/schema-problems.json's, which the Rust declared tool and the
+    # TypeScript SDK say too (crates/declaration/src/parameters.rs, sdk/typescript/src/schema.ts).
+    from gatehouse_tool.schema import check_parameters
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}, "s": {"type": "string"}}}
+    assert check_parameters(schema, {"n": 0}) == [{"field": "n", "problem": "must be at least 1"}]
+    assert check_parameters(schema, {"s": 3}) == [{"field": "s", "problem": "must be text"}]

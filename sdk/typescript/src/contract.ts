@@ -66,6 +66,7 @@ export interface Executed {
 export interface ToolRefusal {
   error: string;
   fields?: FieldProblem[];
+  may_have_acted?: boolean;
 }
 
 export interface FieldProblem {

@@ -18,7 +18,7 @@ export {
 } from "./contract.js";
 export { MemoryStore, decide, release, settle, type CallRecord, type CallStore, type Decision } from "./ledger.js";
 export { ContractServer, MAX_BODY_BYTES, type Incoming, type Reply } from "./server.js";
-export { sign, verify, type Signed } from "./signature.js";
+export { check, sign, verify, REFUSAL_SENTENCES, type Refusal, type Signed } from "./signature.js";
 export {
   InvalidParameters,
   Tool,

@@ -4,6 +4,7 @@
 
 import { Validator, type OutputUnit } from "@cfworker/json-schema";
 import type { FieldProblem } from "./contract.js";
+import { KEYWORDS, OTHERWISE, TYPES } from "./schema-problems.js";
 
 const compiled = new Map<string, Validator>();
 
@@ -33,28 +34,64 @@ export function checkParameters(schema: Record<string, unknown>, parameters: unk
   const known = new Set(Object.keys((schema.properties as Record<string, unknown> | undefined) ?? {}));
   const problems: FieldProblem[] = [];
   for (const unit of errors) {
-    const problem = describe(unit, known);
+    const problem = describe(unit, known, schema);
     if (problem && !problems.some((p) => p.field === problem.field && p.problem === problem.problem)) {
       problems.push(problem);
     }
   }
-  return problems.length ? problems : [{ field: "parameters", problem: "are not valid" }];
+  return problems.length ? problems : [{ field: "parameters", problem: OTHERWISE }];
 }
 
-function describe(unit: OutputUnit, known: Set<string>): FieldProblem | null {
+/** The sentence for a refusal by `keyword` (sdk/schema-problems.json, the one source every
+ * language's sentences come from), its `{name}`s filled from `values`. */
+export function says(keyword: string, values: Record<string, string> = {}): string {
+  const template = KEYWORDS[keyword];
+  if (template === undefined) return OTHERWISE;
+  return Object.entries(values).reduce((said, [name, value]) => said.split(`{${name}}`).join(value), template);
+}
+
+function words(value: unknown): string {
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+/** The value at `location` (`#/properties/quantity/minimum`) in `schema`. */
+function stated(schema: unknown, location: string): unknown {
+  let at: unknown = schema;
+  for (const part of location.replace(/^#\/?/, "").split("/").filter(Boolean)) {
+    const key = decodeURIComponent(part).replace(/~1/g, "/").replace(/~0/g, "~");
+    at = at !== null && typeof at === "object" ? (at as Record<string, unknown>)[key] : undefined;
+  }
+  return at;
+}
+
+function describe(unit: OutputUnit, known: Set<string>, schema: Record<string, unknown>): FieldProblem | null {
   if (SUMMARIES.has(unit.keyword)) return null;
   const path = field(unit.instanceLocation);
   const named = /"(.*)"/.exec(unit.error)?.[1];
   if (unit.keyword === "required" && named !== undefined) {
-    return { field: join(path, named), problem: "is required" };
+    return { field: join(path, named), problem: says("required") };
   }
   if (unit.keyword === "additionalProperties" && named !== undefined) {
     // The validator also names a declared property whose own value failed; that failure is
     // reported under its own keyword.
     if (path === "" && known.has(named)) return null;
-    return { field: join(path, named), problem: "is not a parameter of this tool" };
+    return { field: join(path, named), problem: says("additionalProperties") };
   }
-  return { field: path || "parameters", problem: unit.error.replace(/\.$/, "") };
+  const value = stated(schema, unit.keywordLocation);
+  let problem: string;
+  if (unit.keyword === "type") {
+    const kinds = Array.isArray(value) ? value : [value];
+    problem = says("type", { expected: kinds.map((kind) => TYPES[String(kind)] ?? String(kind)).join(" or ") });
+  } else if (unit.keyword === "enum") {
+    problem = says("enum", { options: (Array.isArray(value) ? value : []).map(words).join(", ") });
+  } else if (unit.keyword === "const") {
+    problem = says("const", { expected: JSON.stringify(value) });
+  } else if (unit.keyword === "format") {
+    problem = says("format", { format: String(value) });
+  } else {
+    problem = says(unit.keyword, { limit: words(value) });
+  }
+  return { field: path || "parameters", problem };
 }
 
 function field(location: string): string {

@@ -9,7 +9,7 @@
 
 import { OPERATIONS, SIGNATURE_HEADER, type Operation } from "./contract.js";
 import { decide, release, settle, type CallRequest, type CallStore, type OnCall } from "./ledger.js";
-import { verify } from "./signature.js";
+import { check, REFUSAL_SENTENCES } from "./signature.js";
 import { InvalidParameters, ToolFailure, type Call, type Tool } from "./tool.js";
 
 /** The largest request body read: Gatehouse's own bound on a call's parameters is 48 KiB. */
@@ -33,9 +33,9 @@ export function tooLarge(): Reply {
   return error(413, "payload_too_large", `A request body may be at most ${MAX_BODY_BYTES} bytes.`);
 }
 
-/** How a request arrived: its method, its whole path (signed as such), its headers looked up
- * lower-case, its body, and whether it came from another component of the same Spin
- * application by service chaining (it never crossed a network). */
+/** How a request arrived: its method, its whole target (path and query, signed as such), its
+ * headers looked up lower-case, its body, and whether it came from another component of the
+ * same Spin application by service chaining (it never crossed a network). */
 export interface Incoming {
   method: string;
   path: string;
@@ -61,21 +61,23 @@ export class ContractServer {
   }
 
   async handle(request: Incoming): Promise<Reply> {
-    const at = request.path.lastIndexOf("/tool/");
-    const operation = (at >= 0 ? request.path.slice(at + "/tool/".length) : "") as Operation;
+    const route = request.path.split("?", 1)[0] ?? "";
+    const at = route.lastIndexOf("/tool/");
+    const operation = (at >= 0 ? route.slice(at + "/tool/".length) : "") as Operation;
     if (!OPERATIONS.includes(operation)) return error(404, "not_found", "This tool has no such operation.");
-    if (operation === "describe") return { status: 200, body: this.tool.describe() };
+    if (operation === "describe") {
+      // A describe may come unsigned; a signed one is single-use like every signed request.
+      const refused =
+        this.secrets.length && request.headers.get(SIGNATURE_HEADER) ? await this.spend(request) : null;
+      return refused ?? { status: 200, body: this.tool.describe() };
+    }
     if (request.method.toUpperCase() !== "POST") {
       return { status: 405, body: { error: "Only POST.", code: "method_not_allowed" }, headers: { allow: "POST" } };
     }
     if (request.body.length > MAX_BODY_BYTES) return tooLarge();
     if (this.secrets.length) {
-      const { method, path, body } = request;
-      const signed = await verify(this.secrets, request.headers.get(SIGNATURE_HEADER), method, path, body, this.clock());
-      if (!signed) return error(401, "unauthorized", "This request is not signed by Gatehouse, or its signature is stale.");
-      if (!(await this.store.spendNonce(signed.nonce, signed.expiresAt))) {
-        return error(401, "unauthorized", "This signed request was already used; each one is good once.");
-      }
+      const refused = await this.spend(request);
+      if (refused) return refused;
     } else if (!request.chained) {
       return error(401, "unauthorized", "Without a contract_secret this tool answers only its own application.");
     }
@@ -98,6 +100,19 @@ export class ContractServer {
       return error(400, "invalid_input", `A ${operation} needs the call's tool_call_id.`);
     }
     return this.onCall(operation, callId, { ...toolRequest, tool_call_id: callId } as CallRequest);
+  }
+
+  /** Null when the request's signature is good and its nonce was not spent before (it is now);
+   * else the 401 that says which part failed. */
+  private async spend(request: Incoming): Promise<Reply | null> {
+    const { method, path, body, headers } = request;
+    const key = headers.get("idempotency-key") ?? "";
+    const checked = await check(this.secrets, headers.get(SIGNATURE_HEADER), method, path, body, this.clock(), key);
+    if (typeof checked === "string") return error(401, checked, REFUSAL_SENTENCES[checked]);
+    if (!(await this.store.spendNonce(checked.nonce, checked.expiresAt))) {
+      return error(401, "signature_replayed", REFUSAL_SENTENCES.signature_replayed);
+    }
+    return null;
   }
 
   private async stateless(operation: "validate" | "summarize", parameters: Record<string, unknown>): Promise<Reply> {
@@ -140,8 +155,22 @@ export class ContractServer {
 
   private async run(operation: OnCall, call: Call): Promise<Reply> {
     try {
-      if (operation === "prepare") return { status: 200, body: { checkpoint: await this.tool.prepare(call) } };
-      if (operation === "execute") return { status: 200, body: await this.tool.execute(call) };
+      if (operation === "prepare") {
+        const checkpoint = await this.tool.prepare(call);
+        // Answering `checkpoint: null` would let the call run without the caller's second yes:
+        // the tool's bug is a crash, never "no checkpoint".
+        if (checkpoint == null && this.tool.needsCheckpoint) {
+          throw new TypeError("prepare answers checkpoint(message, state): the tool declares needsCheckpoint");
+        }
+        return { status: 200, body: { checkpoint: checkpoint ?? null } };
+      }
+      if (operation === "execute") {
+        const done = await this.tool.execute(call);
+        if (!isObject(done) || typeof done.voice_response !== "string") {
+          throw new TypeError("execute answers executed(result, voiceResponse)");
+        }
+        return { status: 200, body: { result: done.result ?? null, voice_response: done.voice_response } };
+      }
       await this.tool.discard(call);
       return { status: 200, body: { discarded: true } };
     } catch (failure) {

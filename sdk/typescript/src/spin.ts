@@ -7,7 +7,7 @@
 // Only usable inside a component: the imports below are the component's (wit/tool.wit), which
 // the build (j2w from @spinframework/build-tools) links to the host's.
 
-import { get as variable } from "fermyon:spin/variables@2.0.0";
+import { get as spinVariable } from "fermyon:spin/variables@2.0.0";
 import { Connection, type DbValue, type ParameterValue } from "spin:postgres/postgres@4.0.0";
 
 import type { CallRecord, CallStore } from "./ledger.js";
@@ -19,10 +19,18 @@ const CHAINED_ROUTE = "/...";
 
 function readVariable(name: string): string | null {
   try {
-    return variable(name) || null;
+    return spinVariable(name) || null;
   } catch {
     return null;
   }
+}
+
+/** The component's Spin variable `name` (its `[component.<id>.variables]`), or null when it has
+ * none or it is empty: `variable("backend_url")` is the backend `gatehouse new tool --backend`
+ * named. Its origin must be in the component's `allowed_outbound_hosts` for `fetch` to reach it
+ * (otherwise the request fails and the component ends with "JS event loop terminated"). */
+export function variable(name: string): string | null {
+  return readVariable(name);
 }
 
 /** A value sent to or read from PostgreSQL. A `number` that is an integer is sent as a
@@ -144,9 +152,11 @@ async function answer(tool: Tool, request: Request): Promise<Response> {
       try {
         const server = new ContractServer(tool, [readVariable("contract_secret")], new PostgresStore(tool.name, database()));
         const chained = request.headers.get("spin-matched-route") === CHAINED_ROUTE;
+        // The target as sent, query included: what the signature covers.
+        const url = new URL(request.url);
         reply = await server.handle({
           method: request.method,
-          path: new URL(request.url).pathname,
+          path: url.pathname + url.search,
           headers: request.headers,
           body,
           chained,

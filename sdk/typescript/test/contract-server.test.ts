@@ -4,17 +4,22 @@
 // (tests/e2e/tool_sdks.rs).
 
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 
 import {
   ContractServer,
   MemoryStore,
   ToolFailure,
+  check,
   checkpoint,
   defineTool,
   executed,
   sign,
+  verify,
   type Call,
   type Reply,
 } from "../src/index.js";
@@ -83,6 +88,31 @@ async function run(server: ContractServer, operation: string, body: unknown, opt
 
 const empty = new Uint8Array();
 
+interface Vector {
+  secret: string;
+  timestamp: number;
+  nonce: string;
+  method: string;
+  target: string;
+  idempotency_key: string;
+  body: string;
+  header: string;
+}
+
+/** A file of the repository, found from wherever the tests were built to. */
+function repositoryFile(relative: string): string {
+  for (let folder = dirname(fileURLToPath(import.meta.url)); ; folder = dirname(folder)) {
+    const candidate = join(folder, relative);
+    if (existsSync(candidate)) return readFileSync(candidate, "utf8");
+    if (dirname(folder) === folder) throw new Error(`${relative} not found`);
+  }
+}
+
+/** openapi/signing-test-vector.json: the recipe's worked example. */
+function vector(): Vector {
+  return JSON.parse(repositoryFile("openapi/signing-test-vector.json")) as Vector;
+}
+
 describe("the contract server", () => {
   it("answers describe unsigned, and 404 for an unknown operation", async () => {
     const server = new ContractServer(counter().tool, [SECRET], new MemoryStore());
@@ -98,24 +128,78 @@ describe("the contract server", () => {
     assert.deepEqual([notPost.status, (notPost.body as any).code], [405, "method_not_allowed"]);
   });
 
-  it("refuses a wrong, stale or missing signature, a changed path or body, and a replay", async () => {
+  it("refuses a wrong, stale or missing signature, a changed path, key or body, and a replay, saying which", async () => {
     const server = new ContractServer(counter().tool, [SECRET], new MemoryStore());
     const body = { tool_call_id: "tc_sig", parameters: { n: 2 } };
-    assert.equal((await run(server, "prepare", body, { secret: "another-secret" }))[0], 401);
-    assert.equal((await run(server, "prepare", body, { at: Date.now() / 1000 - 301 }))[0], 401);
+    const code = (reply: Reply) => [reply.status, (reply.body as any).code];
+    assert.equal((await run(server, "prepare", body, { secret: "another-secret" }))[1].code, "signature_mismatch");
+    assert.equal((await run(server, "prepare", body, { at: Date.now() / 1000 - 301 }))[1].code, "signature_stale");
     const unsigned = await signed("prepare", body);
-    assert.equal((await server.handle(request("POST", unsigned.path, unsigned.raw))).status, 401);
+    assert.deepEqual(code(await server.handle(request("POST", unsigned.path, unsigned.raw))), [401, "signature_missing"]);
     const asExecute = await signed("prepare", body);
-    assert.equal((await server.handle(request("POST", `${BASE}/tool/execute`, asExecute.raw, asExecute.header))).status, 401);
+    const retargeted = request("POST", `${BASE}/tool/execute`, asExecute.raw, asExecute.header);
+    assert.deepEqual(code(await server.handle(retargeted)), [401, "signature_mismatch"]);
     const changed = await signed("prepare", body);
     const other = new TextEncoder().encode(JSON.stringify({ ...body, parameters: { n: 9 } }));
-    assert.equal((await server.handle(request("POST", changed.path, other, changed.header))).status, 401);
+    assert.deepEqual(code(await server.handle(request("POST", changed.path, other, changed.header))), [401, "signature_mismatch"]);
+    // An Idempotency-Key added on the way: the key is signed (empty when there is none).
+    const keyed = await signed("prepare", body);
+    const withKey = request("POST", keyed.path, keyed.raw, keyed.header);
+    withKey.headers.set("idempotency-key", "k");
+    assert.deepEqual(code(await server.handle(withKey)), [401, "signature_mismatch"]);
 
     const nonce = randomBytes(16).toString("hex");
     assert.equal((await run(server, "prepare", body, { nonce }))[0], 200);
     const [status, answer] = await run(server, "prepare", body, { nonce });
-    assert.deepEqual([status, answer.code], [401, "unauthorized"]);
+    assert.deepEqual([status, answer.code], [401, "signature_replayed"]);
     assert.match(answer.error, /already used/);
+  });
+
+  it("spends a signed describe's nonce once, and answers an unsigned one", async () => {
+    const server = new ContractServer(counter().tool, [SECRET], new MemoryStore());
+    const path = `${BASE}/tool/describe`;
+    const header = await sign(SECRET, Math.floor(Date.now() / 1000), randomBytes(16).toString("hex"), "GET", path, empty);
+    assert.equal((await server.handle(request("GET", path, empty, header))).status, 200);
+    const again = await server.handle(request("GET", path, empty, header));
+    assert.deepEqual([again.status, (again.body as any).code], [401, "signature_replayed"]);
+    assert.equal((await server.handle(request("GET", path, empty))).status, 200);
+  });
+
+  it("runs the docs' JavaScript verification as written: the vector passes, a retarget and a replay do not", () => {
+    const docs = repositoryFile("docs/tools.md");
+    const section = docs.split("### What your backend receives")[1] ?? "";
+    const snippet = (section.split("```js\n")[1] ?? "").split("```")[0] ?? "";
+    // The snippet's import is given as arguments instead: a module cannot be evaluated here.
+    const code = snippet.replace(/^import .*$/m, "");
+    const refusal = new Function("createHmac", "timingSafeEqual", `${code}\nreturn refusal;`)(createHmac, timingSafeEqual);
+    const v = vector();
+    assert.ok(docs.includes(v.header), "docs/tools.md shows the vector's header");
+    const body = new TextEncoder().encode(v.body);
+    const key = v.idempotency_key;
+    const at = v.timestamp + 5;
+    const spent = new Set<string>();
+    assert.equal(refusal(v.secret, v.header, v.method, "/holds/H3", key, body, spent, at), "signature_mismatch");
+    assert.equal(refusal(v.secret, v.header, v.method, v.target, "", body, spent, at), "signature_mismatch");
+    assert.equal(refusal(v.secret, v.header, v.method, v.target, key, body, spent, at + 600), "signature_stale");
+    assert.equal(refusal(v.secret, undefined, v.method, v.target, key, body, spent, at), "signature_missing");
+    assert.equal(refusal(v.secret, v.header, v.method, v.target, key, body, spent, at), null);
+    assert.equal(refusal(v.secret, v.header, v.method, v.target, key, body, spent, at), "signature_replayed");
+  });
+
+  it("signs and verifies the published test vector", async () => {
+    const v = vector();
+    const body = new TextEncoder().encode(v.body);
+    const key = v.idempotency_key;
+    assert.equal(await sign(v.secret, v.timestamp, v.nonce, v.method, v.target, body, key), v.header);
+    const now = v.timestamp + 10;
+    assert.deepEqual(await check([v.secret], v.header, v.method, v.target, body, now, key), {
+      nonce: v.nonce,
+      expiresAt: v.timestamp + 300,
+    });
+    assert.equal(await check([v.secret], v.header, v.method, "/holds/H3", body, now, key), "signature_mismatch");
+    assert.equal(await check([v.secret], v.header, v.method, v.target, body, now), "signature_mismatch");
+    assert.equal(await check([v.secret], v.header, v.method, v.target, body, now + 600, key), "signature_stale");
+    assert.equal(await verify([v.secret], undefined, v.method, v.target, body, now), null);
   });
 
   it("validates with each field's problem, and accepts with the sentence", async () => {
@@ -126,12 +210,12 @@ describe("the contract server", () => {
     ]);
     let [status, answer] = await run(server, "validate", { parameters: {} });
     assert.equal(status, 422);
-    assert.deepEqual(answer.fields, [{ field: "n", problem: "is required" }]);
+    assert.deepEqual(answer.fields, [{ field: "n", problem: "is needed" }]);
     [status, answer] = await run(server, "validate", { parameters: { n: 11 } });
     assert.equal(status, 422);
     assert.deepEqual(answer.fields.map((p: any) => p.field), ["n"]);
     [status, answer] = await run(server, "validate", { parameters: { n: 1, m: 2 } });
-    assert.deepEqual([status, answer.fields], [422, [{ field: "m", problem: "is not a parameter of this tool" }]]);
+    assert.deepEqual([status, answer.fields], [422, [{ field: "m", problem: "is not something this tool takes" }]]);
     assert.deepEqual(await run(server, "summarize", { parameters: { n: 3 } }), [200, { summary: "I'll count to 3." }]);
     assert.equal((await run(server, "validate", { parameters: [] }))[0], 400);
   });
@@ -197,5 +281,16 @@ describe("the contract server", () => {
     const server = new ContractServer(counter().tool, [SECRET, "the-next-secret"], new MemoryStore());
     assert.equal((await run(server, "summarize", { parameters: { n: 1 } }, { secret: "the-next-secret" }))[0], 200);
     assert.equal((await run(server, "summarize", { parameters: { n: 1 } }))[0], 200);
+  });
+});
+
+describe("a refusal", () => {
+  // The sentences are sdk/schema-problems.json's, which the Rust declared tool and the Python SDK
+  // say too (crates/declaration/src/parameters.rs, sdk/python/src/gatehouse_tool/schema.py).
+  it("reads as in every language", async () => {
+    const { checkParameters } = await import("../src/schema.js");
+    const schema = { type: "object", properties: { n: { type: "integer", minimum: 1 }, s: { type: "string" } } };
+    assert.deepEqual(checkParameters(schema, { n: 0 }), [{ field: "n", problem: "must be at least 1" }]);
+    assert.deepEqual(checkParameters(schema, { s: 3 }), [{ field: "s", problem: "must be text" }]);
   });
 });

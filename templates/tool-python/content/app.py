@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional
 
-from gatehouse_tool import Call, Checkpoint, Executed, Tool, checkpoint, executed
-from gatehouse_tool.spin import database, incoming_handler
+from gatehouse_tool import Call, Checkpoint, Executed, Tool, ToolFailure, checkpoint, executed
+from gatehouse_tool.spin import database, fetch, incoming_handler, variable
 
 # The tool's own tables (migrations/), in its own schema.
 QUOTES = "tool_{{project-name | snake_case}}.quotes"
@@ -44,11 +44,25 @@ class {{project-name | pascal_case}}(Tool):
         message = f"I've got a quote for {quantity} of {item}. Shall I place the order?"
         return checkpoint(message, {"quote": f"Q-{_short(call.tool_call_id)}"})
 
-    def execute(self, call: Call) -> Executed:
+    async def execute(self, call: Call) -> Executed:
         # The irreversible step, sent once. With call.side_effect_may_have_started, ask your backend
         # first whether the order keyed by call.tool_call_id exists, and answer that.
         database().execute(f"UPDATE {QUOTES} SET ordered = true WHERE tool_call_id = $1", call.tool_call_id)
         order = f"O-{_short(call.tool_call_id)}"
+        # The backend gatehouse new tool --backend named (the component may reach it): the order
+        # is placed there, keyed by the call, so a repeat places nothing twice.
+        backend = variable("backend_url")
+        if backend:
+            answer = await fetch(
+                "POST", f"{backend}/orders",
+                headers={"idempotency-key": f"{call.tool_call_id}-order"},
+                json={"item": call.parameters["item"], "quantity": call.parameters["quantity"]},
+            )
+            if answer.status in (400, 409, 422):
+                raise ToolFailure("The supplier refused the order.")
+            if answer.status != 200:
+                raise RuntimeError(f"the backend answered {answer.status}")  # a crash: Gatehouse retries
+            order = str(answer.json()["order"])
         return executed({"order": order}, f"Ordered. The order number is {order}.")
 
     def discard(self, call: Call) -> None:

@@ -40,11 +40,11 @@ OPERATIONS: Dict[str, Tuple[str, str, str]] = {
 
 # When a request may be sent again:
 # - IDEMPOTENT (reads, the sweep, and a create, which always carries an Idempotency-Key): after
-#   any connection failure, after a 503 with Retry-After, once that time has passed, and after a
+#   any connection failure, after a 503 database_unavailable, once its Retry-After has passed, and after a
 #   408 request_timeout (the body did not arrive in time: the runner answered before any
 #   component ran), after the connection backoff, with the same body;
 # - CONDITIONAL (modify, cancel): after a connection that failed before the request left, and
-#   after a 503 with Retry-After: these answer 503 only when their first connection failed,
+#   after a 503 database_unavailable: these answer it only when their first connection failed,
 #   before anything was written. A lost answer is not retried (a second modify or cancel would
 #   answer differently): GatehouseConnectionError(maybe_sent=True);
 # - ONCE (confirm, resume, the direct flows, MCP): only after a connection that failed before the
@@ -58,9 +58,10 @@ OPERATIONS: Dict[str, Tuple[str, str, str]] = {
 # send the request again itself. (After a proxy's, a repeated modify, cancel, confirm or resume
 # that had taken effect is refused with 409 naming the call's state; a direct flow would run
 # again, so read the session's calls first.)
-# Never retried, whatever the policy: a 503 without Retry-After (deadline_exceeded: the request
-# may have been carried out), 429 too_many_open_calls (no Retry-After; waiting alone does not
-# help, the session's calls must be confirmed or cancelled first), 409 callback_url_conflict (a
+# Never retried, whatever the policy: a 503 deadline_exceeded (the request may have been carried
+# out; every 503 carries Retry-After, so the code decides, not the header), 429
+# too_many_open_calls (waiting alone does not help, the session's calls must be confirmed or
+# cancelled first), 409 callback_url_conflict (a
 # repeat gets the same answer), and every other 4xx and 5xx.
 IDEMPOTENT = "idempotent"
 CONDITIONAL = "conditional"
@@ -159,7 +160,8 @@ class Core:
     def on_response(self, call: Call, response: httpx.Response, attempt: int) -> Union[Answer, float]:
         """The answer, or seconds to wait before the next attempt; raises an error answer."""
         retry_after = parse_retry_after(response.headers.get("retry-after"))
-        if response.status_code == 503 and retry_after is not None and call.retry != ONCE and 503 not in call.accept:
+        retryable = response.status_code == 503 and error_code(response) == "database_unavailable"
+        if retryable and retry_after is not None and call.retry != ONCE and 503 not in call.accept:
             if attempt < self.max_attempts and retry_after <= self.max_retry_after:
                 return float(retry_after)
         # 408 request_timeout: nothing was done, but only an idempotent request is sent again on it
@@ -170,6 +172,16 @@ class Core:
             text = response.text
             return Answer(response.status_code, response.headers, json.loads(text) if text else None)
         raise error_from_answer(response.status_code, response.text, retry_after)
+
+
+def error_code(response: httpx.Response) -> Optional[str]:
+    """An error answer's ``code``; None when the body is not the API's error shape."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    code = body.get("code") if isinstance(body, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def parse_retry_after(value: Optional[str]) -> Optional[int]:

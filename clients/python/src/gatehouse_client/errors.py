@@ -70,8 +70,9 @@ class CallbackUrlConflictError(GatehouseError):
     or with the call's own."""
 class TooManyOpenCallsError(GatehouseError):
     """429 ``too_many_open_calls``: the session already holds ``max_pending_calls_per_session``
-    (default 50) waiting PENDING calls, so no call was recorded. Never retried and no
-    ``Retry-After``: waiting alone does not help. Confirm or cancel some of the session's calls first."""
+    (default 50) waiting PENDING calls, so no call was recorded. Never retried: waiting alone does
+    not help (its ``retry_after`` of 1, as on every 429, only paces a retry). Confirm or cancel some
+    of the session's calls first."""
 class RateLimitedError(GatehouseError):
     """429 ``rate_limited``: the tenant created as many calls in the last second as it may, so no
     call was recorded. ``retry_after`` (1) says when to try again; the client does not retry it

@@ -346,6 +346,7 @@ JsonRpcAnswer = Dict[str, Any]
 
 class ProgressCallback(TypedDict):
     tool_call_id: str
+    tenant: str
     intent_id: Optional[str]
     status: str
     progress: str
@@ -357,6 +358,7 @@ class ProgressCallback(TypedDict):
 
 class CheckpointCallback(TypedDict):
     tool_call_id: str
+    tenant: str
     status: Literal["PREPARED"]
     checkpoint: str
     message: str
@@ -366,6 +368,7 @@ class CheckpointCallback(TypedDict):
 
 class CompletionCallback(TypedDict):
     tool_call_id: str
+    tenant: str
     session_id: str
     status: SettledStatus
     result: Any

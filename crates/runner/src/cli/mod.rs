@@ -9,6 +9,7 @@ mod ingest;
 mod keys;
 mod metrics;
 mod new;
+mod registration;
 mod tenants;
 mod tools;
 mod up;

@@ -1,21 +1,26 @@
 //! `gatehouse tools check` and `gatehouse tools add`: declared tools (docs/tools.md, "A declared
 //! tool"), checked before anything starts and registered in one step; and the conformance kit,
-//! which checks a running tool against the tool contract (docs/tools.md, "Checking a tool").
+//! which checks a running tool against the tool contract (docs/tools.md, "Checking a tool"),
+//! or, with `--backend`, a declared tool's backend against what a declared tool promises
+//! (docs/architecture.md, "Declared tools").
 //!
 //! A declared tool is a component of spin.toml whose `declaration` variable names its
 //! declaration file, mounted with the component's `files`. `add` writes that component, its
-//! routes, its variables and its registry entry into spin.toml, so spin.toml stays the one
-//! description of what runs; `up` checks every declared tool of the manifest before it starts.
+//! routes, its variables and its registry entry into spin.toml (through `registration`, as
+//! `gatehouse new tool` does); `up` checks every declared tool of the manifest before it starts.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use gatehouse_declaration::{Declared, Origin};
 use gatehouse_spin_host::manifest::{ComponentDecl, FileMount, Manifest};
-use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, value};
+use gatehouse_spin_host::variables::{VariableError, VariableSources};
+use toml_edit::{Array, Item, Table, value};
 
 use super::AppArgs;
+use super::registration::{Registration, Variable};
 
 /// The variable of a declared tool's component that names its declaration file.
 const DECLARATION_VARIABLE: &str = "declaration";
@@ -26,7 +31,8 @@ const DECLARED_TOOL_SOURCE: &str = "target/wasm32-wasip2/release/declared_tool.w
 pub(crate) enum ToolsCommand {
     /// Check declaration files (each problem as `FILE: FIELD: WHAT IS WRONG`), or with none
     /// every declared tool of the manifest; or run the conformance kit against running tools,
-    /// named by their contract's base URL, and print each rule's verdict.
+    /// named by their contract's base URL, or with --backend against the backends declaration
+    /// files name, and print each rule's verdict.
     Check(CheckArgs),
     /// Check a declaration file and register it in the manifest: its component (sharing the
     /// declared-tool `.wasm`), routes, variables and `tool_registry` entry.
@@ -58,6 +64,16 @@ pub(crate) struct CheckArgs {
     /// How long any answer may take, in milliseconds; a slower one is cut and fails its rule.
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
+    /// Check the backend each declaration file's requests go to: the kit sends them signed with
+    /// the tool's `<name>_signing_secret`, and unsigned, wrongly signed, replayed and aimed at
+    /// another target, which the backend must refuse. `prepare` (or `execute`) really runs.
+    #[arg(long)]
+    backend: bool,
+    /// With --backend, a Spin variable the declaration reads, or its signing secret, as
+    /// `gatehouse up` takes one (`--variable reservations_url=http://127.0.0.1:8000`); a variable
+    /// not given is read from SPIN_VARIABLE_<NAME>, the better place for a secret. Repeatable.
+    #[arg(long = "variable", visible_alias = "var", value_name = "NAME=VALUE", requires = "backend")]
+    variables: Vec<String>,
 }
 
 /// What one argument of `tools check` names.
@@ -80,14 +96,17 @@ impl CheckArgs {
         }
     }
 
+    fn example(&self) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
+        match &self.example {
+            None => Ok(None),
+            Some(text) => {
+                Ok(Some(serde_json::from_str(text).context("--example must be a JSON object of parameters")?))
+            }
+        }
+    }
+
     fn kit(&self, base_url: String) -> Result<gatehouse_conformance::Kit> {
-        let example = match &self.example {
-            None => None,
-            Some(text) => Some(
-                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-                    .context("--example must be a JSON object of parameters")?,
-            ),
-        };
+        let example = self.example()?;
         let through = match &self.through {
             None => None,
             Some(app) => Some(gatehouse_conformance::Lifecycle {
@@ -117,6 +136,9 @@ pub(crate) struct AddArgs {
 
 pub(crate) async fn run(command: ToolsCommand) -> Result<()> {
     match command {
+        ToolsCommand::Check(args) if args.targets.is_empty() && args.backend => {
+            bail!("--backend checks the backends of the declaration files named: name at least one")
+        }
         ToolsCommand::Check(args) if args.targets.is_empty() => {
             let manifest_path = args.app.manifest_path()?;
             let checked = check_manifest(&manifest_path)?;
@@ -127,6 +149,26 @@ pub(crate) async fn run(command: ToolsCommand) -> Result<()> {
             let mut failed = false;
             for argument in &args.targets {
                 match args.target(argument) {
+                    CheckTarget::Declaration(file) if args.backend => match read_declaration(&file) {
+                        Ok(declared) => match check_backend(&args, &declared).await {
+                            Ok(report) => {
+                                println!("{report}");
+                                failed |= !report.passed();
+                            }
+                            Err(error) => {
+                                failed = true;
+                                eprintln!("{}: {error:#}", file.display());
+                            }
+                        },
+                        Err(error) => {
+                            failed = true;
+                            eprintln!("{error:#}");
+                        }
+                    },
+                    CheckTarget::Running(base_url) if args.backend => {
+                        failed = true;
+                        eprintln!("{base_url}: --backend checks the backend a declaration file names; give the file");
+                    }
                     CheckTarget::Declaration(file) => match read_declaration(&file) {
                         Ok(declared) => println!("{}: {} is valid", file.display(), declared.declaration().name),
                         Err(error) => {
@@ -148,6 +190,34 @@ pub(crate) async fn run(command: ToolsCommand) -> Result<()> {
         }
         ToolsCommand::Add(args) => add(&args),
     }
+}
+
+/// Runs the kit's backend rules against the backend `declared` names, with the variables it
+/// reads and its signing secret taken as `gatehouse up` takes them: `--variable`, then
+/// `SPIN_VARIABLE_<NAME>`.
+async fn check_backend(args: &CheckArgs, declared: &Declared) -> Result<gatehouse_conformance::Report> {
+    let mut sources = VariableSources::from_process_env();
+    for flag in &args.variables {
+        sources.add_flag(flag)?;
+    }
+    let signing = declared.signing_secret_variable();
+    let mut variables = BTreeMap::new();
+    let mut missing = Vec::new();
+    for name in declared.variables().into_iter().chain([signing.clone()]) {
+        match sources.lookup(&name) {
+            Some(value) => {
+                variables.insert(name, value.clone());
+            }
+            None => missing.push(VariableError::MissingRequired { name }.to_string()),
+        }
+    }
+    if !missing.is_empty() {
+        bail!("{}", missing.join("; "));
+    }
+    let signing_secret = variables.remove(&signing).unwrap_or_default();
+    let backend =
+        gatehouse_conformance::backend::Backend { declared, variables, signing_secret, example: args.example()? };
+    Ok(gatehouse_conformance::backend::run(&backend).await?)
 }
 
 /// Reads and checks one declaration file; the error names the file and every problem.
@@ -222,57 +292,22 @@ fn host_file(component: &ComponentDecl, root: &Path, guest_path: &str) -> Option
 
 fn add(args: &AddArgs) -> Result<()> {
     let manifest_path = args.app.manifest_path()?;
-    let manifest_dir = manifest_path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let file = std::path::absolute(&args.file)?;
-    let relative = file
-        .strip_prefix(&manifest_dir)
-        .with_context(|| format!("{} must be inside the manifest's folder {}", file.display(), manifest_dir.display()))?
-        .to_string_lossy()
-        .replace('\\', "/");
-    let declared = read_declaration(&file)?;
-    let name = declared.declaration().name.clone();
+    let declared = read_declaration(&args.file)?;
+    let declaration = declared.declaration();
+    let name = declaration.name.clone();
     let id = name.replace('_', "-");
+    let mut registration = Registration::open(&manifest_path, &id)?;
+    let relative = registration.relative(&args.file)?;
 
-    let text =
-        std::fs::read_to_string(&manifest_path).with_context(|| format!("reading {}", manifest_path.display()))?;
-    let mut document: DocumentMut = text.parse().with_context(|| format!("parsing {}", manifest_path.display()))?;
-    if document.get("component").and_then(|c| c.get(&id)).is_some() {
-        bail!("{} already has a component '{id}'", manifest_path.display());
-    }
-
-    let signing = format!("{name}_signing_secret");
-    let variables = document["variables"].or_insert(Item::Table(Table::new()));
-    let mut declare = |variable: &str, secret: bool| {
-        if variables.get(variable).is_none() {
-            let mut spec = InlineTable::new();
-            spec.insert("required", true.into());
-            if secret {
-                spec.insert("secret", true.into());
-            }
-            variables[variable] = value(spec);
-        }
-    };
-    declare(&signing, true);
+    let signing = declared.signing_secret_variable();
+    registration.declare(&signing, Variable::Required { secret: true });
     for variable in declared.variables() {
         let origin = matches!(declared.origin(), Origin::Variable(held) if *held == variable);
-        declare(&variable, !origin);
+        registration.declare(&variable, Variable::Required { secret: !origin });
     }
-    register(&mut document, &declared, &id)?;
-
-    let triggers = document["trigger"]["http"].or_insert(Item::ArrayOfTables(Default::default()));
-    let triggers = triggers.as_array_of_tables_mut().context("[[trigger.http]] is not an array of tables")?;
-    let mut private = Table::new();
-    private["route"] = value({
-        let mut route = InlineTable::new();
-        route.insert("private", true.into());
-        route
-    });
-    private["component"] = value(&id);
-    triggers.push(private);
-    let mut signed = Table::new();
-    signed["route"] = value(format!("/internal/tools/{id}/..."));
-    signed["component"] = value(&id);
-    triggers.push(signed);
+    let mut names = vec![name.clone()];
+    names.extend(declaration.aliases.iter().cloned());
+    registration.register(&names, &id)?;
 
     let mut component = Table::new();
     component["source"] = value(DECLARED_TOOL_SOURCE);
@@ -291,38 +326,13 @@ fn add(args: &AddArgs) -> Result<()> {
     let mut build = Table::new();
     build["command"] = value("cargo build --target wasm32-wasip2 --release -p declared-tool");
     component["build"] = Item::Table(build);
-    let components = document["component"].or_insert(Item::Table(Table::new()));
-    components.as_table_mut().context("[component] is not a table")?.set_implicit(true);
-    components[id.as_str()] = Item::Table(component);
+    registration.add_component(&id, component)?;
+    registration.save()?;
 
-    std::fs::write(&manifest_path, document.to_string())
-        .with_context(|| format!("writing {}", manifest_path.display()))?;
     println!("added {name} as component '{id}' to {}", manifest_path.display());
     let mut to_set: Vec<String> = declared.variables().into_iter().collect();
     to_set.push(signing);
     let settings: Vec<String> = to_set.iter().map(|v| format!("SPIN_VARIABLE_{}", v.to_ascii_uppercase())).collect();
     println!("set {} before `gatehouse up`", settings.join(", "));
-    Ok(())
-}
-
-/// Adds `name` (and its aliases) for component `id` to the default of `tool_registry`.
-fn register(document: &mut DocumentMut, declared: &Declared, id: &str) -> Result<()> {
-    let declaration = declared.declaration();
-    let mut names = vec![declaration.name.clone()];
-    names.extend(declaration.aliases.iter().cloned());
-    let entry = format!("{}={id}", names.join("|"));
-    let registry = document
-        .get_mut("variables")
-        .and_then(|v| v.get_mut("tool_registry"))
-        .and_then(|r| r.as_inline_table_mut())
-        .context("spin.toml has no tool_registry = { default = \"...\" } variable")?;
-    let current = registry.get("default").and_then(|d| d.as_str()).unwrap_or_default().to_owned();
-    let listed =
-        current.split(',').any(|e| e.split('=').next().is_some_and(|n| n.split('|').any(|n| n == declaration.name)));
-    if listed {
-        bail!("tool_registry already names {}", declaration.name);
-    }
-    let updated = if current.trim().is_empty() { entry } else { format!("{current},{entry}") };
-    registry.insert("default", updated.into());
     Ok(())
 }

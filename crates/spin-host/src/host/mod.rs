@@ -79,8 +79,12 @@ impl HostState {
         telemetry: GuestTelemetry,
     ) -> HostState {
         let mut wasi = WasiCtx::builder();
-        wasi.stdout(GuestOutput::new(component.id.clone(), "stdout"))
-            .stderr(GuestOutput::new(component.id.clone(), "stderr"));
+        let span = telemetry.line_span();
+        wasi.stdout(GuestOutput::new(component.id.clone(), "stdout", span.clone())).stderr(GuestOutput::new(
+            component.id.clone(),
+            "stderr",
+            span,
+        ));
         for (key, value) in &component.environment {
             wasi.env(key, value);
         }

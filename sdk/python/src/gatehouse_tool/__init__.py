@@ -18,7 +18,7 @@ from .contract import (
 )
 from .ledger import CallStore, MemoryStore, SqliteStore
 from .server import ContractServer, Reply
-from .signature import Signed, sign, verify
+from .signature import Refusal, Signed, check, sign, verify
 from .tool import Call, InvalidParameters, Tool, ToolFailure, checkpoint, executed
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "FieldProblem",
     "InvalidParameters",
     "MemoryStore",
+    "Refusal",
     "Reply",
     "Signed",
     "SqliteStore",
@@ -42,6 +43,7 @@ __all__ = [
     "ToolEffects",
     "ToolFailure",
     "ToolRequest",
+    "check",
     "checkpoint",
     "contract_app",
     "executed",

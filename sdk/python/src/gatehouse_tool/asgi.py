@@ -2,8 +2,9 @@
 in FastAPI or Starlette (``app.mount("/gatehouse", contract_app(tool, secret=...))``) and register
 its base URL with Gatehouse (``tool_registry``: ``name=https://service.example.com/gatehouse``).
 
-A body is read up to :data:`~gatehouse_tool.server.MAX_BODY_BYTES`; the path that is checked
-against the signature is the one the request was sent to (``raw_path``), mount prefix included."""
+A body is read up to :data:`~gatehouse_tool.server.MAX_BODY_BYTES`; the target that is checked
+against the signature is the one the request was sent to (``raw_path`` and the query), mount
+prefix included."""
 
 from __future__ import annotations
 
@@ -55,10 +56,14 @@ def contract_app(
 
 
 def _path(scope: Scope) -> str:
+    """The request target as sent, path and query, which is what a signature covers."""
+    query = bytes(scope.get("query_string") or b"").decode("latin-1")
     raw = scope.get("raw_path")
     if isinstance(raw, (bytes, bytearray)) and raw:
-        return bytes(raw).split(b"?", 1)[0].decode("latin-1")
-    return f"{scope.get('root_path', '')}{scope['path']}"
+        path = bytes(raw).split(b"?", 1)[0].decode("latin-1")
+    else:
+        path = f"{scope.get('root_path', '')}{scope['path']}"
+    return f"{path}?{query}" if query else path
 
 
 async def _body(receive: Receive) -> Optional[bytes]:

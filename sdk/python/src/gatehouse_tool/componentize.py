@@ -2,7 +2,7 @@
 
 ``app`` is the module that defines ``IncomingHandler = incoming_handler(tool)``. The component
 targets ``gatehouse_tool/wit/tool.wit``, whose packages are read from the WIT the spin-sdk
-package ships (installed with ``gatehouse-tool[component]``), and holds the project's own
+package ships (installed with the wheel's ``[component]`` extra), and holds the project's own
 modules (the ``*.py`` files beside the app), this package, fastjsonschema and each ``--with``
 module. Nothing else from the environment is packed (not the project's virtualenv either), so
 no other package's WIT is merged into the component's world. Everything it makes is under
@@ -37,7 +37,10 @@ def build(app: str, output: Path, build_dir: Path, extra_modules: list[str]) -> 
     try:
         spin_sdk_wit = _module_path("spin_sdk") / "wit"
     except ImportError:
-        raise SystemExit("spin-sdk is not installed: pip install 'gatehouse-tool[component]'") from None
+        raise SystemExit(
+            "spin-sdk is not installed: install this package's wheel with its [component] extra "
+            "(docs/tools.md, \"Where the SDK packages come from\")"
+        ) from None
     world = Path(str(importlib.resources.files("gatehouse_tool") / "wit" / "tool.wit"))
     wit = ["-d", str(spin_sdk_wit), "-d", str(world), "-w", WORLD]
 

@@ -77,6 +77,7 @@ class Executed(TypedDict, total=False):
 class ToolRefusal(TypedDict, total=False):
     error: Required[str]
     fields: list[FieldProblem]
+    may_have_acted: bool
 
 
 class FieldProblem(TypedDict, total=False):

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import fastjsonschema
 
 from .contract import FieldProblem
+from .schema_problems import KEYWORDS, OTHERWISE, TYPES
 
 _compiled: dict[str, Callable[[Any], Any]] = {}
 
@@ -39,18 +40,45 @@ def check_parameters(schema: dict[str, Any], parameters: Any) -> list[FieldProbl
         return _problems(broken, parameters)
 
 
+def says(keyword: str, **values: str) -> str:
+    """The sentence for a refusal by ``keyword`` (sdk/schema-problems.json, the one source every
+    language's sentences come from), its ``{name}``s filled from ``values``."""
+    template = KEYWORDS.get(keyword)
+    if template is None:
+        return OTHERWISE
+    for name, value in values.items():
+        template = template.replace("{" + name + "}", value)
+    return template
+
+
+def _words(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def _problems(broken: fastjsonschema.JsonSchemaValueException, parameters: Any) -> list[FieldProblem]:
     definition = broken.definition if isinstance(broken.definition, dict) else {}
     value = broken.value
-    if broken.rule == "required" and isinstance(value, dict):
+    rule = str(broken.rule or "")
+    if rule == "required" and isinstance(value, dict):
         missing = [name for name in definition.get("required", []) if name not in value]
-        return [{"field": name, "problem": "is required"} for name in missing]
-    if broken.rule == "additionalProperties" and isinstance(value, dict):
+        return [{"field": name, "problem": says("required")} for name in missing]
+    if rule == "additionalProperties" and isinstance(value, dict):
         known = set(definition.get("properties", {}))
-        return [{"field": name, "problem": "is not a parameter of this tool"} for name in value if name not in known]
+        return [{"field": name, "problem": says("additionalProperties")} for name in value if name not in known]
     path = [str(part) for part in (broken.path or [])][1:]
     field = ".".join(path) if path else "parameters"
-    message = str(broken.message)
-    prefix = ".".join(["data", *path])
-    problem = message[len(prefix):].strip() if message.startswith(prefix) else message
-    return [{"field": field, "problem": problem or "is not valid"}]
+    stated = definition.get(rule)
+    if rule == "type":
+        kinds = stated if isinstance(stated, list) else [stated]
+        problem = says("type", expected=" or ".join(TYPES.get(str(kind), str(kind)) for kind in kinds))
+    elif rule == "enum":
+        problem = says("enum", options=", ".join(_words(option) for option in (stated or [])))
+    elif rule == "const":
+        problem = says("const", expected=json.dumps(stated))
+    elif rule == "format":
+        problem = says("format", format=str(stated))
+    elif rule in KEYWORDS:
+        problem = says(rule, limit=_words(stated))
+    else:
+        problem = OTHERWISE
+    return [{"field": field, "problem": problem}]

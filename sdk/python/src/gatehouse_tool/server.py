@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from .contract import OPERATIONS, SIGNATURE_HEADER
 from .ledger import Act, Answer, CallStore, MemoryStore, Refuse, decide, release, settle
-from .signature import Secret, verify
+from .signature import Refusal, Secret, check
 from .tool import InvalidParameters, Tool, ToolFailure
 
 log = logging.getLogger("gatehouse_tool")
@@ -81,24 +81,27 @@ class ContractServer:
     async def handle(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, chained: bool = False
     ) -> Reply:
-        """Answers one request. ``path`` is the whole path the request was sent to (signed as
-        such); ``headers`` are looked up lower-case; ``chained`` says the request came from
-        another component of the same Spin application (it never crossed a network)."""
-        operation = path.rsplit("/tool/", 1)[1] if "/tool/" in path else ""
+        """Answers one request. ``path`` is the whole target the request was sent to, with its
+        query if it had one (signed as such); ``headers`` are looked up lower-case; ``chained``
+        says the request came from another component of the same Spin application (it never
+        crossed a network)."""
+        route = path.split("?", 1)[0]
+        operation = route.rsplit("/tool/", 1)[1] if "/tool/" in route else ""
         if operation not in OPERATIONS:
             return error(404, "not_found", "This tool has no such operation.")
         if operation == "describe":
-            return Reply(200, self.tool.describe())
+            # A describe may come unsigned; a signed one is single-use like every signed request.
+            signature = headers.get(SIGNATURE_HEADER.lower())
+            refused = self._spend(method, path, headers, body) if self._secrets and signature else None
+            return refused or Reply(200, self.tool.describe())
         if method.upper() != "POST":
             return Reply(405, {"error": "Only POST.", "code": "method_not_allowed"}, {"allow": "POST"})
         if len(body) > MAX_BODY_BYTES:
             return too_large()
         if self._secrets:
-            signed = verify(self._secrets, headers.get(SIGNATURE_HEADER.lower()), method, path, body, self._clock())
-            if signed is None:
-                return error(401, "unauthorized", "This request is not signed by Gatehouse, or its signature is stale.")
-            if not self._store.spend_nonce(signed.nonce, signed.expires_at):
-                return error(401, "unauthorized", "This signed request was already used; each one is good once.")
+            refused = self._spend(method, path, headers, body)
+            if refused is not None:
+                return refused
         elif not chained:
             return error(401, "unauthorized", "Without a contract_secret this tool answers only its own application.")
         try:
@@ -114,6 +117,18 @@ class ContractServer:
         if not isinstance(call_id, str) or not call_id or len(call_id) > 200:
             return error(400, "invalid_input", f"A {operation} needs the call's tool_call_id.")
         return await self._on_call(operation, call_id, request)
+
+    def _spend(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> Optional[Reply]:
+        """None when the request's signature is good and its nonce was not spent before (it is
+        now); else the 401 that says which part failed."""
+        header = headers.get(SIGNATURE_HEADER.lower())
+        key = headers.get("idempotency-key", "")
+        checked = check(self._secrets, header, method, target, body, self._clock(), idempotency_key=key)
+        if isinstance(checked, Refusal):
+            return error(401, checked.value, checked.sentence)
+        if not self._store.spend_nonce(checked.nonce, checked.expires_at):
+            return error(401, Refusal.REPLAYED.value, Refusal.REPLAYED.sentence)
+        return None
 
     async def _stateless(self, operation: str, request: dict[str, Any]) -> Reply:
         parameters = request["parameters"]
@@ -159,6 +174,10 @@ class ContractServer:
         try:
             if operation == "prepare":
                 checkpoint = await _resolved(self.tool.prepare(call))
+                if checkpoint is None and self.tool.needs_checkpoint:
+                    # Answering `checkpoint: null` would let the call run without the caller's
+                    # second yes: the tool's bug is a crash, never "no checkpoint".
+                    raise TypeError("prepare answers checkpoint(message, state): the tool declares needs_checkpoint")
                 return Reply(200, {"checkpoint": checkpoint})
             if operation == "execute":
                 done = await _resolved(self.tool.execute(call))

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Optional, Union
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+from urllib.parse import urlsplit
 
 import poll_loop
 from componentize_py_types import Err, Ok
@@ -21,6 +23,7 @@ from wit_world.imports import postgres, variables
 from wit_world.imports.types import (
     Fields,
     IncomingRequest,
+    IncomingResponse,
     Method_Connect,
     Method_Delete,
     Method_Get,
@@ -31,8 +34,12 @@ from wit_world.imports.types import (
     Method_Post,
     Method_Put,
     Method_Trace,
+    OutgoingRequest,
     OutgoingResponse,
     ResponseOutparam,
+    Scheme_Http,
+    Scheme_Https,
+    Scheme_Other,
 )
 
 from .ledger import Record
@@ -55,6 +62,108 @@ def _variable(name: str) -> Optional[str]:
         return variables.get(name) or None
     except Err:
         return None
+
+
+def variable(name: str) -> Optional[str]:
+    """The component's Spin variable ``name`` (its ``[component.<id>.variables]``), or ``None``
+    when it has none or it is empty: ``variable("backend_url")`` is the backend that
+    ``gatehouse new tool --backend`` named."""
+    return _variable(name)
+
+
+@dataclass(frozen=True)
+class Response:
+    """What :func:`fetch` answers: the status, the headers (names in lower case) and the body."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+async def fetch(
+    method: str,
+    url: str,
+    *,
+    headers: Optional[dict[str, str]] = None,
+    body: Optional[bytes] = None,
+    json: Any = None,
+) -> Response:
+    """Sends one HTTP request from the component (wasi:http's outgoing handler, on the event loop
+    the component serves its request on) and reads the whole answer:
+    ``await fetch("POST", f"{backend}/orders", json={...})`` in an ``async def`` of the tool.
+    The origin must be in the component's ``allowed_outbound_hosts`` (``gatehouse new tool
+    --backend`` puts the backend's there); otherwise the host refuses and this raises. A request
+    that gets no answer raises too, which Gatehouse treats as a crash and retries."""
+    import json as _json
+
+    parts = urlsplit(url)
+    fields: list[tuple[str, bytes]] = [(key.lower(), value.encode("latin-1")) for key, value in (headers or {}).items()]
+    if json is not None:
+        body = _json.dumps(json).encode()
+        if not any(key == "content-type" for key, _ in fields):
+            fields.append(("content-type", b"application/json"))
+    request = OutgoingRequest(Fields.from_list(fields))
+    verb = method.upper()
+    request.set_method(_outgoing_method(verb))
+    scheme = parts.scheme.lower()
+    request.set_scheme(Scheme_Https() if scheme == "https" else Scheme_Http() if scheme == "http" else Scheme_Other(scheme))
+    request.set_authority(parts.netloc)
+    request.set_path_with_query(parts.path + (f"?{parts.query}" if parts.query else "") or "/")
+    # The body is taken before the request is handed over, and written while the answer is
+    # awaited, so a body larger than the host's buffer does not wait on itself.
+    sink = poll_loop.Sink(request.body())
+    answer: IncomingResponse = (
+        await asyncio.gather(poll_loop.send(request), _send_all(sink, body or b""))
+    )[0]
+    # The headers are a child of the answer: dropped before its body is taken, as in _serve.
+    with answer.headers() as received:
+        answer_headers = {key.lower(): value.decode("latin-1") for key, value in received.entries()}
+    status = answer.status()
+    stream = poll_loop.Stream(answer.consume())
+    chunks: list[bytes] = []
+    while (chunk := await stream.next()) is not None:
+        chunks.append(chunk)
+    answer.__exit__(None, None, None)
+    return Response(status, answer_headers, b"".join(chunks))
+
+
+def _outgoing_method(
+    verb: str,
+) -> Union[
+    Method_Get, Method_Head, Method_Post, Method_Put, Method_Delete, Method_Connect, Method_Options, Method_Trace,
+    Method_Patch, Method_Other,
+]:
+    """The WIT method for an HTTP verb (upper-case): one of the named ones, or ``Method_Other``."""
+    match verb:
+        case "GET":
+            return Method_Get()
+        case "HEAD":
+            return Method_Head()
+        case "POST":
+            return Method_Post()
+        case "PUT":
+            return Method_Put()
+        case "DELETE":
+            return Method_Delete()
+        case "CONNECT":
+            return Method_Connect()
+        case "OPTIONS":
+            return Method_Options()
+        case "TRACE":
+            return Method_Trace()
+        case "PATCH":
+            return Method_Patch()
+        case _:
+            return Method_Other(verb)
+
+
+async def _send_all(sink: Any, body: bytes) -> None:
+    if body:
+        await sink.send(body)
+    sink.close()
 
 
 class PostgresStore:
@@ -179,7 +288,8 @@ def incoming_handler(tool: Tool) -> type:
 async def _serve(tool: Tool, request: IncomingRequest, response_out: ResponseOutparam) -> None:
     method = request.method()
     name = method.value if isinstance(method, Method_Other) else _METHODS.get(type(method), "GET")
-    path = (request.path_with_query() or "/").split("?", 1)[0]
+    # The target as sent, query included: what the signature covers.
+    path = request.path_with_query() or "/"
     # The headers are a child of the request: dropped before its body is taken (Spin 3.6 traps otherwise).
     with request.headers() as fields:
         headers = {key.lower(): value.decode("latin-1") for key, value in fields.entries()}

@@ -6,8 +6,8 @@
 // around this code. Replace the bodies of prepare, execute and discard with requests to your
 // backend, keyed by call.toolCallId so a retry can never act twice.
 
-import { checkpoint, defineTool, executed, type Call } from "gatehouse-tool";
-import { database, serve } from "gatehouse-tool/spin";
+import { ToolFailure, checkpoint, defineTool, executed, type Call } from "gatehouse-tool";
+import { database, serve, variable } from "gatehouse-tool/spin";
 
 // The tool's own tables (migrations/), in its own schema.
 const QUOTES = "tool_{{project-name | snake_case}}.quotes";
@@ -63,7 +63,22 @@ const tool = defineTool({
     // The irreversible step, sent once. With call.sideEffectMayHaveStarted, ask your backend
     // first whether the order keyed by call.toolCallId exists, and answer that.
     database().execute(`UPDATE ${QUOTES} SET ordered = true WHERE tool_call_id = $1`, call.toolCallId);
-    const number = `O-${await short(call.toolCallId)}`;
+    let number = `O-${await short(call.toolCallId)}`;
+    // The backend gatehouse new tool --backend named (the component may reach it): the order is
+    // placed there, keyed by the call, so a repeat places nothing twice.
+    const backend = variable("backend_url");
+    if (backend) {
+      const { item, quantity } = order(call);
+      const answer = await fetch(`${backend}/orders`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "idempotency-key": `${call.toolCallId}-order` },
+        body: JSON.stringify({ item, quantity }),
+      });
+      if ([400, 409, 422].includes(answer.status)) throw new ToolFailure("The supplier refused the order.");
+      // Anything else but 200 is a crash: Gatehouse retries.
+      if (answer.status !== 200) throw new Error(`the backend answered ${answer.status}`);
+      number = String(((await answer.json()) as { order: string }).order);
+    }
     return executed({ order: number }, `Ordered. The order number is ${number}.`);
   },
 

@@ -1,5 +1,6 @@
 -- The sweeper makes expiry permanent: waiting calls past their deadline become EXPIRED.
--- $1 batch size; $2 the deployment's default callback URL, or NULL. SKIP LOCKED lets several
+-- $1 batch size; $2 the deployment's default callback URL, or NULL: it is the first tenant's
+-- alone (`Config::callback_default_url`), so another tenant's call without a URL has nobody to tell. SKIP LOCKED lets several
 -- sweepers share the work without waiting.
 -- Answers the calls someone must hear about in full (a relay to tell, or prepared work to
 -- discard), and only the ids of the rest: after an outage most of a backlog has nobody to
@@ -26,7 +27,7 @@ changed AS (
      WHERE c.tool_call_id = stale.tool_call_id
        AND c.status IN ('PENDING', 'PREPARED') AND c.expires_at <= now()
     RETURNING c, c.prepared_at IS NOT NULL AS was_prepared,
-              c.callback_url IS NULL AND $2::text IS NULL
+              c.callback_url IS NULL AND ($2::text IS NULL OR c.tenant_id <> 'default')
                   AND (c.prepared_at IS NULL OR c.checkpoint IS NULL) AS untold
 )
 SELECT jsonb_build_object(

@@ -18,7 +18,10 @@ changed AS (
            voice_response = CASE WHEN c.side_effect_started_at IS NULL
                THEN 'Sorry, I couldn''t complete that request, and nothing was done.'
                ELSE 'Sorry, something went wrong and I can''t confirm whether that request went through.' END,
-           completed_at = now(), lease_owner = NULL, lease_until = NULL
+           completed_at = now(), lease_owner = NULL, lease_until = NULL,
+           -- Nothing irreversible started: what `prepare` left is released.
+           discard_owed_since = CASE WHEN c.side_effect_started_at IS NULL AND c.checkpoint IS NOT NULL
+                                     THEN now() ELSE c.discard_owed_since END
       FROM exhausted
      WHERE c.tool_call_id = exhausted.tool_call_id
        AND c.status = 'EXECUTING' AND c.lease_until < now() AND c.attempts >= $1
