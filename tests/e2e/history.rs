@@ -147,7 +147,7 @@ async fn history_and_stats_count_a_mixed_run_exactly() -> Result<()> {
 
     // The alias names the same history; the filters narrow it.
     let by_alias = get(&app, "/voice-tools/tools/fixture_alias/stats?window=1h").await?;
-    assert_eq!(by_alias["executions"], 17);
+    assert_eq!(by_alias["executions"], 18);
     let oks = get(&app, "/voice-tools/tools/fixture_action/executions?outcome=ok&limit=200").await?;
     assert_eq!(oks["executions"].as_array().map(Vec::len), Some(14));
     assert!(oks["next_cursor"].is_null());

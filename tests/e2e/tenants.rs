@@ -375,7 +375,7 @@ async fn tenants_are_added_listed_and_limited_from_the_cli() -> Result<()> {
 }
 
 /// The host:port of a test relay's URL, as `callback_allowed_hosts` names it.
-fn host_of(relay: &Relay) -> Result<String> {
+pub(crate) fn host_of(relay: &Relay) -> Result<String> {
     let rest = relay.url.strip_prefix("http://").context("an http relay")?;
     Ok(rest.split('/').next().unwrap_or_default().to_owned())
 }

@@ -322,7 +322,10 @@ async fn direct(app: &App, body: Value) -> Result<Answer> {
 async fn each_tenant_searches_only_its_own_documents() -> Result<()> {
     let (app, url) = vector::start(&[]).await?;
     let relay = Relay::start().await?;
-    let (owner, stranger) = (crate::tenants::new_tenant_on(&url, &[])?, crate::tenants::new_tenant_on(&url, &[])?);
+    // Both tenants' direct flows report to the test's relay, which each names as its own.
+    let hosts = crate::tenants::host_of(&relay)?;
+    let tenant = || crate::tenants::new_tenant_on(&url, &["--callback-hosts", &hosts]);
+    let (owner, stranger) = (tenant()?, tenant()?);
     let key_of = |tenant: &str| crate::keys::new_tenant_key_on(&url, tenant, &["calls:write"]);
     let (owner_key, stranger_key) = (key_of(&owner)?, key_of(&stranger)?);
     vector::gatehouse(&["ingest", &vector::knowledge_base_file().to_string_lossy(), "--tenant", &owner], &url)?;

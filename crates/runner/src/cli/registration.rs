@@ -92,7 +92,12 @@ impl Registration {
     /// Adds component `id`'s section and its two routes: the private one other components chain
     /// to, and `/internal/tools/<id>/...`, where a signed request reaches it.
     pub(crate) fn add_component(&mut self, id: &str, component: Table) -> Result<()> {
-        let triggers = self.document["trigger"]["http"].or_insert(Item::ArrayOfTables(Default::default()));
+        // A manifest that extends another may have no trigger yet: indexing would make it an
+        // inline table, which cannot hold [[trigger.http]].
+        let trigger = self.document.as_table_mut().entry("trigger").or_insert(Item::Table(Table::new()));
+        let trigger = trigger.as_table_mut().context("[trigger] is not a table")?;
+        trigger.set_implicit(true);
+        let triggers = trigger.entry("http").or_insert(Item::ArrayOfTables(Default::default()));
         let triggers = triggers.as_array_of_tables_mut().context("[[trigger.http]] is not an array of tables")?;
         let mut private = Table::new();
         private["route"] = value({

@@ -170,13 +170,25 @@ mod tests {
         let registry = Registry::new();
         register_build_info(&registry).expect("fresh registry");
         let process = ProcessMetrics::register(&registry).expect("fresh registry").expect("Linux has /proc");
-        // Some CPU to count.
-        let spun = (0..2_000_000u64).fold(0u64, |sum, n| sum.wrapping_add(n * n));
-        assert_ne!(spun, 1);
-        process.refresh();
-        let mut text = Vec::new();
-        prometheus::TextEncoder::new().encode(&registry.gather(), &mut text).expect("text format");
-        let text = String::from_utf8(text).expect("UTF-8");
+        // Some CPU to count: the kernel counts it in ticks of 10 ms, and a busy machine may
+        // give this thread little of a wall-clock slice, so spin until a tick shows (bounded).
+        let scrape = || {
+            process.refresh();
+            let mut text = Vec::new();
+            prometheus::TextEncoder::new().encode(&registry.gather(), &mut text).expect("text format");
+            String::from_utf8(text).expect("UTF-8")
+        };
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut text = scrape();
+        while sample(&text, "process_cpu_seconds_total").is_some_and(|cpu| cpu == 0.0)
+            && std::time::Instant::now() < give_up
+        {
+            let slice = std::time::Instant::now() + std::time::Duration::from_millis(20);
+            while std::time::Instant::now() < slice {
+                std::hint::black_box((0..1_000u64).fold(0u64, |sum, n| sum.wrapping_add(n * n)));
+            }
+            text = scrape();
+        }
 
         let build = format!(
             "gatehouse_build_info{{version=\"{}\",wasmtime=\"{}\"}}",
