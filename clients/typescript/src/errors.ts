@@ -93,6 +93,27 @@ export class RateLimitedError extends GatehouseError {}
  */
 export class RequestTimeoutError extends GatehouseError {}
 
+/**
+ * 401 `signature_missing`: a signed request between Gatehouse's hosts (the tool contract, the executor
+ * hand-off) carried no signature, or not one of the recipe's shape. A relay's own requests never get it (docs/tools.md, "Signatures").
+ */
+export class SignatureMissingError extends GatehouseError {}
+/**
+ * 401 `signature_stale`: a signed request between Gatehouse's hosts (the tool contract, the executor
+ * hand-off) carried a signature whose timestamp is outside the receiver's window (a stale request, or the two clocks disagree). A relay's own requests never get it (docs/tools.md, "Signatures").
+ */
+export class SignatureStaleError extends GatehouseError {}
+/**
+ * 401 `signature_mismatch`: a signed request between Gatehouse's hosts (the tool contract, the executor
+ * hand-off) carried a signature that does not match it (another secret, or a changed request). A relay's own requests never get it (docs/tools.md, "Signatures").
+ */
+export class SignatureMismatchError extends GatehouseError {}
+/**
+ * 401 `signature_replayed`: a signed request between Gatehouse's hosts (the tool contract, the executor
+ * hand-off) carried a signature whose nonce was already spent (a replay). A relay's own requests never get it (docs/tools.md, "Signatures").
+ */
+export class SignatureReplayedError extends GatehouseError {}
+
 type ErrorClass = new (init: ConstructorParameters<typeof GatehouseError>[0]) => GatehouseError;
 
 /** Every code of the OpenAPI file's `ErrorCode` enum and the class it is raised as. */
@@ -119,6 +140,10 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   too_many_open_calls: TooManyOpenCallsError,
   request_timeout: RequestTimeoutError,
   rate_limited: RateLimitedError,
+  signature_missing: SignatureMissingError,
+  signature_stale: SignatureStaleError,
+  signature_mismatch: SignatureMismatchError,
+  signature_replayed: SignatureReplayedError,
 };
 
 /**

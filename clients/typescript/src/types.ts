@@ -30,6 +30,10 @@ export const ERROR_CODES = [
   "too_many_open_calls",
   "request_timeout",
   "rate_limited",
+  "signature_missing",
+  "signature_stale",
+  "signature_mismatch",
+  "signature_replayed",
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

@@ -77,6 +77,18 @@ class RateLimitedError(GatehouseError):
     """429 ``rate_limited``: the tenant created as many calls in the last second as it may, so no
     call was recorded. ``retry_after`` (1) says when to try again; the client does not retry it
     itself, so that a relay decides whether the moment has passed."""
+class SignatureMissingError(GatehouseError):
+    """401 ``signature_missing``: a signed request between Gatehouse's hosts (the tool contract, the executor
+    hand-off) carried no signature, or not one of the recipe's shape. A relay's own requests never get it (docs/tools.md, "Signatures")."""
+class SignatureStaleError(GatehouseError):
+    """401 ``signature_stale``: a signed request between Gatehouse's hosts (the tool contract, the executor
+    hand-off) carried a signature whose timestamp is outside the receiver's window (a stale request, or the two clocks disagree). A relay's own requests never get it (docs/tools.md, "Signatures")."""
+class SignatureMismatchError(GatehouseError):
+    """401 ``signature_mismatch``: a signed request between Gatehouse's hosts (the tool contract, the executor
+    hand-off) carried a signature that does not match it (another secret, or a changed request). A relay's own requests never get it (docs/tools.md, "Signatures")."""
+class SignatureReplayedError(GatehouseError):
+    """401 ``signature_replayed``: a signed request between Gatehouse's hosts (the tool contract, the executor
+    hand-off) carried a signature whose nonce was already spent (a replay). A relay's own requests never get it (docs/tools.md, "Signatures")."""
 class RequestTimeoutError(GatehouseError):
     """408 ``request_timeout``: the request's body did not arrive within the runner's
     ``--body-read-timeout`` (30 s by default). The runner answers it before any component runs, so
@@ -107,6 +119,10 @@ ERROR_CLASSES: Dict[str, Type[GatehouseError]] = {
     "too_many_open_calls": TooManyOpenCallsError,
     "request_timeout": RequestTimeoutError,
     "rate_limited": RateLimitedError,
+    "signature_missing": SignatureMissingError,
+    "signature_stale": SignatureStaleError,
+    "signature_mismatch": SignatureMismatchError,
+    "signature_replayed": SignatureReplayedError,
 }
 
 ERROR_CODES = tuple(ERROR_CLASSES)
