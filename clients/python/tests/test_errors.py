@@ -174,4 +174,7 @@ def test_every_code_of_the_enum_was_raised_as_its_class():
         missing.discard("expired")
     if not BODY_TIMEOUT_KNOWN:
         missing.discard("request_timeout")
+    # Answered only on the signed routes between Gatehouse's hosts, which no client method
+    # reaches; the Rust end-to-end tests raise each (tests/e2e/deployment.rs).
+    missing -= {"signature_missing", "signature_stale", "signature_mismatch", "signature_replayed"}
     assert missing == set()

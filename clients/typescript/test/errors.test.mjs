@@ -171,5 +171,8 @@ test("every code of the enum was raised as its class", () => {
   const missing = Object.keys(ERROR_CLASSES).filter((code) => !covered.has(code));
   if (!(env.checkpointTtl > 0 && env.checkpointTtl <= 10)) missing.splice(missing.indexOf("expired"), 1);
   if (!bodyTimeoutKnown) missing.splice(missing.indexOf("request_timeout"), 1);
-  assert.deepEqual(missing, []);
+  // Answered only on the signed routes between Gatehouse's hosts, which no client method
+  // reaches; the Rust end-to-end tests raise each (tests/e2e/deployment.rs).
+  const hops = new Set(["signature_missing", "signature_stale", "signature_mismatch", "signature_replayed"]);
+  assert.deepEqual(missing.filter((code) => !hops.has(code)), []);
 });
