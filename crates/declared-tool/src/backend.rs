@@ -131,7 +131,9 @@ impl Backend {
                     );
                     gatehouse_platform::sleep(RECONNECT_PAUSE).await;
                 }
-                Ok(response) if matches!(response.status, 429 | 503) && !self.honours_idempotency_key => {
+                // A 429, or a 503 to a backend that does not honour the key, without a usable
+                // Retry-After: not sent again.
+                Ok(response) if response.status == 429 || (response.status == 503 && !self.honours_idempotency_key) => {
                     return Err(self.failed(kind, &format!("HTTP {} without a usable Retry-After", response.status)));
                 }
                 Ok(response) if (400..500).contains(&response.status) => return Err(self.refused(kind, &response)),

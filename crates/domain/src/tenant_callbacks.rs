@@ -17,7 +17,7 @@ use crate::CallbackAllowlist;
 use crate::keys::DEFAULT_TENANT;
 
 /// What the tenants row holds about a tenant's callbacks.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantCallbacks {
     /// `callback_allowed_hosts`' syntax; `None` for a tenant that has named none.
     pub allowed_hosts: Option<String>,
@@ -25,6 +25,14 @@ pub struct TenantCallbacks {
     pub secret_generation: i32,
     /// During a rotation, the generation before: callbacks are signed with both.
     pub previous_generation: Option<i32>,
+}
+
+/// A tenant that has named no hosts and never rotated its secret: what migration V28 gives
+/// every row, and what a tenant without a row is taken to be.
+impl Default for TenantCallbacks {
+    fn default() -> TenantCallbacks {
+        TenantCallbacks { allowed_hosts: None, secret_generation: 1, previous_generation: None }
+    }
 }
 
 impl TenantCallbacks {
@@ -71,7 +79,7 @@ mod tests {
 
     #[test]
     fn the_first_tenant_keeps_the_deployments_secret_and_hosts() {
-        let settings = TenantCallbacks { secret_generation: 1, ..TenantCallbacks::default() };
+        let settings = TenantCallbacks::default();
         let masters = vec!["new".to_owned(), "old".to_owned()];
         assert_eq!(settings.secrets(DEFAULT_TENANT, &masters), masters);
         let hosts = settings.allowlist(DEFAULT_TENANT, "relay.example");
@@ -87,7 +95,7 @@ mod tests {
         assert_ne!(acme, tenant_secret("other", "acme", 1), "another deployment secret");
         assert_eq!(acme, tenant_secret("master", "acme", 1), "the same every time");
 
-        let none = TenantCallbacks { secret_generation: 1, ..TenantCallbacks::default() };
+        let none = TenantCallbacks::default();
         assert!(
             none.allowlist("acme", "relay.example").check("https://relay.example/cb").is_err(),
             "not the deployment's"

@@ -237,7 +237,7 @@ fn tenant_callbacks(ctx: &Ctx, tenant: &str) -> Result<TenantCallbacks, ApiError
     let read = ctx.db().and_then(|db| Ok(gatehouse_store::tenant_callbacks(&db, tenant)?));
     ctx.release();
     // A tenant with no row (its row was deleted) has named no hosts: nothing is sent.
-    Ok(read?.unwrap_or(TenantCallbacks { secret_generation: 1, ..TenantCallbacks::default() }))
+    Ok(read?.unwrap_or_default())
 }
 
 /// Why a relay gave no answer, as the audit row keeps it (`GET /voice-tools/calls/:id/callbacks`
