@@ -727,13 +727,9 @@ async fn the_2026_07_28_rules_over_raw_http() -> Result<()> {
     // A state minted with the callback secret, which every relay holds to verify callbacks, is
     // not one the server issued: it signs with `state_secret`, which no relay has.
     let payload = String::from_utf8(hex::decode(state.split('.').next().unwrap_or_default())?)?;
-    let signed = [b"gatehouse mcp requestState\n".as_slice(), payload.as_bytes()].concat();
     let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
-    let minted = format!(
-        "{}.{}",
-        hex::encode(&payload),
-        gatehouse_domain::callback::sign(gatehouse_tests::lifecycle::CALLBACK_SECRET.as_bytes(), unix, &signed)
-    );
+    let secret = gatehouse_tests::lifecycle::CALLBACK_SECRET.as_bytes();
+    let minted = gatehouse_domain::sealed::seal(secret, "gatehouse mcp requestState", &payload, unix);
     let mut forged = body.clone();
     forged["params"]["requestState"] = json!(minted);
     forged["params"]["inputResponses"] = json!({"confirm": accept("confirm")});

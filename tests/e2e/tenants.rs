@@ -445,11 +445,7 @@ async fn a_tenants_callbacks_reach_only_its_own_relays_signed_with_its_own_secre
     ensure!(checkpoint.body["tenant"] == a.as_str(), "the callback names its tenant: {}", checkpoint.body);
     let (secrets_a, secrets_b) = (secrets_of(&a)?, secrets_of(&b)?);
     ensure!(secrets_a.len() == 1 && secrets_b.len() == 1 && secrets_a != secrets_b, "{secrets_a:?} {secrets_b:?}");
-    let verifies = |secret: &str| {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let header = checkpoint.signature.as_deref().unwrap_or_default();
-        gatehouse_domain::callback::verify(secret.as_bytes(), header, &checkpoint.raw_body, now, 300)
-    };
+    let verifies = |secret: &str| checkpoint.verifies_with(secret);
     ensure!(verifies(&secrets_a[0]), "A's relay verifies with A's secret");
     ensure!(!verifies(&secrets_b[0]), "B's relay refuses a callback signed for A");
     ensure!(!verifies(CALLBACK_SECRET), "the deployment's own secret is the first tenant's, not A's");

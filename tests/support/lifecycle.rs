@@ -249,6 +249,8 @@ pub struct Received {
     /// The `X-Gatehouse-Signature` header and the body's bytes as they came, to verify with
     /// another secret.
     pub signature: Option<String>,
+    /// The path and query it was posted to, which the signature binds.
+    pub target: String,
     pub raw_body: Vec<u8>,
     pub traceparent: Option<String>,
 }
@@ -257,9 +259,8 @@ impl Received {
     /// Whether the signature verifies with `secret`, as a relay holding it would check.
     pub fn verifies_with(&self, secret: &str) -> bool {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        self.signature.as_deref().is_some_and(|signature| {
-            gatehouse_domain::callback::verify(secret.as_bytes(), signature, &self.raw_body, now, 300)
-        })
+        gatehouse_domain::callback::verify(&[secret.as_bytes()], self.signature.as_deref(), &self.target, &self.raw_body, now)
+            .is_ok()
     }
 }
 
@@ -346,11 +347,12 @@ async fn receive(
     let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let (signature, kind, traceparent) =
         (header("x-gatehouse-signature"), header("x-gatehouse-callback"), header("traceparent"));
+    let target = request.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
     let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let signature_valid = signature.as_deref().is_some_and(|signature| {
-        gatehouse_domain::callback::verify(CALLBACK_SECRET.as_bytes(), signature, &body, now, 300)
-    });
+    let signature_valid =
+        gatehouse_domain::callback::verify(&[CALLBACK_SECRET.as_bytes()], signature.as_deref(), &target, &body, now)
+            .is_ok();
     let kind = kind.unwrap_or_default();
     let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let cancel = match mode.lock().map(|m| *m).unwrap_or(ProgressReply::Continue) {
@@ -369,6 +371,7 @@ async fn receive(
             body: payload,
             signature_valid,
             signature,
+            target,
             raw_body: body.to_vec(),
             traceparent,
         });

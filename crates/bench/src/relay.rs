@@ -10,9 +10,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use serde_json::Value;
 
-/// How far a signature's timestamp may be from now.
-const SIGNATURE_TOLERANCE_SECONDS: u64 = 300;
-
 /// One callback as it arrived.
 #[derive(Debug, Clone)]
 pub struct Callback {
@@ -95,11 +92,11 @@ async fn receive(
     let at = Instant::now();
     let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let (kind, signature) = (header("x-gatehouse-callback").unwrap_or_default(), header("x-gatehouse-signature"));
+    let target = request.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
     let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
-    let signature_valid = signature.is_some_and(|signature| {
-        gatehouse_domain::callback::verify(secret.as_bytes(), &signature, &body, now, SIGNATURE_TOLERANCE_SECONDS)
-    });
+    let signature_valid =
+        gatehouse_domain::callback::verify(&[secret.as_bytes()], signature.as_deref(), &target, &body, now).is_ok();
     let callback = Callback { kind, body: serde_json::from_slice(&body).unwrap_or(Value::Null), signature_valid, at };
     if let Ok(mut received) = sink.lock() {
         received.push(callback);

@@ -1,14 +1,14 @@
 //! Callbacks to the relay (docs/architecture.md, "Callbacks"): their payloads, their
 //! signature, and how a relay's answer at a gate is read.
 
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::Sha256;
 
+use crate::signing::{self, Refusal, Signed, SignedRequest};
 use crate::{SessionId, Status, ToolCallId};
 
-/// The header that carries `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`.
+/// The header that carries a callback's signature, by the one recipe (`signing`): the tenant's
+/// callback secret over the time, a nonce, `POST`, the relay URL's path and the body.
 pub const SIGNATURE_HEADER: &str = "x-gatehouse-signature";
 
 /// The header naming the tenant a callback is for, as its payload's `tenant` does: a relay
@@ -109,61 +109,22 @@ pub struct CompletionCallback {
     pub trace_id: Option<String>,
 }
 
-/// The signature header value for `body` sent at `unix_seconds`.
-pub fn sign(secret: &[u8], unix_seconds: u64, body: &[u8]) -> String {
-    sign_with_each(&[secret], unix_seconds, body)
+/// The signature header value for a callback `body` posted to `url` at `unix_seconds` with
+/// `nonce`, one `v1` per secret (the tenant's, and its previous one during a rotation): the one
+/// recipe of `signing`, so the signature binds the callback to its relay path as well as its time
+/// and body, and a relay spends its nonce once. A callback carries no `Idempotency-Key`.
+pub fn sign_with_each(secrets: &[&[u8]], url: &str, unix_seconds: u64, nonce: &str, body: &[u8]) -> String {
+    signing::sign_with_each(secrets, unix_seconds, nonce, &posted(&signing::target_of(url), body))
 }
 
-/// The signature header value with one `v1` signature per secret, in order: during a rotation
-/// the new secret's and the previous one's, so a receiver that knows either accepts it, as
-/// Stripe's header carries a list (docs/keys.md, "Rotating the signing secrets").
-pub fn sign_with_each(secrets: &[&[u8]], unix_seconds: u64, body: &[u8]) -> String {
-    let mut header = format!("t={unix_seconds}");
-    for secret in secrets {
-        header.push_str(",v1=");
-        header.push_str(&hex::encode(mac(secret, unix_seconds, body)));
-    }
-    header
+/// Checks a callback's signature the way a relay should, for a callback that arrived at `target`
+/// (its path and query) with `body` as received; the relay then spends the returned nonce once.
+pub fn verify(secrets: &[&[u8]], header: Option<&str>, target: &str, body: &[u8], now: u64) -> Result<Signed, Refusal> {
+    signing::verify(secrets, header, &posted(target, body), now)
 }
 
-/// Checks a signature header the way a relay should: the MAC must match, compared in
-/// constant time, and the timestamp must be within `tolerance_seconds` of `now`, so a
-/// captured callback cannot be replayed later.
-pub fn verify(secret: &[u8], header: &str, body: &[u8], now: u64, tolerance_seconds: u64) -> bool {
-    let mut timestamp = None;
-    let mut signatures = Vec::new();
-    for part in header.split(',') {
-        match part.trim().split_once('=') {
-            Some(("t", value)) => timestamp = value.parse::<u64>().ok(),
-            Some(("v1", value)) => signatures.extend(hex::decode(value).ok()),
-            _ => {}
-        }
-    }
-    let Some(timestamp) = timestamp else { return false };
-    if timestamp.abs_diff(now) > tolerance_seconds {
-        return false;
-    }
-    signatures.iter().any(|signature| {
-        let mut mac = keyed(secret);
-        mac.update(format!("{timestamp}.").as_bytes());
-        mac.update(body);
-        mac.verify_slice(signature).is_ok()
-    })
-}
-
-fn keyed(secret: &[u8]) -> Hmac<Sha256> {
-    // HMAC takes keys of any length, so this cannot fail.
-    match Hmac::<Sha256>::new_from_slice(secret) {
-        Ok(mac) => mac,
-        Err(_) => unreachable!("HMAC accepts every key length"),
-    }
-}
-
-fn mac(secret: &[u8], unix_seconds: u64, body: &[u8]) -> Vec<u8> {
-    let mut mac = keyed(secret);
-    mac.update(format!("{unix_seconds}.").as_bytes());
-    mac.update(body);
-    mac.finalize().into_bytes().to_vec()
+fn posted<'a>(target: &'a str, body: &'a [u8]) -> SignedRequest<'a> {
+    SignedRequest { method: "POST", target, idempotency_key: "", body }
 }
 
 /// What the relay said at a gate.
@@ -221,41 +182,25 @@ fn cancel_reason(reply: &Value) -> &str {
 mod tests {
     use super::*;
 
-    const SECRET: &[u8] = b"whsec_test";
-
+    /// A callback's signature binds its path as well as its body and time: one captured on its way
+    /// to one relay path is refused at another, and a rotation header verifies with either secret.
     #[test]
-    fn signatures_verify_and_tampering_fails() {
+    fn a_callback_signature_binds_its_path_body_and_time() {
         let body = br#"{"tool_call_id":"tc_000000000001"}"#;
-        let header = sign(SECRET, 1_700_000_000, body);
-        assert!(header.starts_with("t=1700000000,v1="));
-        assert!(verify(SECRET, &header, body, 1_700_000_010, 300));
-        assert!(!verify(SECRET, &header, b"{}", 1_700_000_010, 300), "other body");
-        assert!(!verify(b"other", &header, body, 1_700_000_010, 300), "other secret");
-        assert!(!verify(SECRET, &header, body, 1_700_001_000, 300), "replayed too late");
-        let forged = header.replace("t=1700000000", "t=1700000500");
-        assert!(!verify(SECRET, &forged, body, 1_700_000_500, 300), "timestamp is signed");
-        assert!(!verify(SECRET, "v1=00", body, 1_700_000_000, 300));
-    }
-
-    /// During a rotation the header carries both secrets' signatures: a receiver holding either
-    /// one accepts it, one holding neither does not.
-    #[test]
-    fn a_rotation_header_verifies_with_either_secret() {
-        let body = br#"{"tool_call_id":"tc_000000000001"}"#;
-        let header = sign_with_each(&[b"new", b"old"], 1_700_000_000, body);
+        let nonce = "0123456789abcdef";
+        let url = "https://relay.example/callbacks/a?x=1";
+        let header = sign_with_each(&[b"new", b"old"], url, 1_700_000_000, nonce, body);
         assert_eq!(header.matches(",v1=").count(), 2);
-        assert!(verify(b"new", &header, body, 1_700_000_000, 300));
-        assert!(verify(b"old", &header, body, 1_700_000_000, 300));
-        assert!(!verify(b"other", &header, body, 1_700_000_000, 300));
-    }
-
-    /// A known vector, computed independently: `printf '1.{}' | openssl dgst -sha256 -hmac key`.
-    #[test]
-    fn signature_is_hmac_sha256_of_timestamp_dot_body() {
-        assert_eq!(sign(b"key", 1, b"{}"), format!("t=1,v1={}", hex::encode(mac(b"key", 1, b"{}"))));
-        let mut direct = keyed(b"key");
-        direct.update(b"1.{}");
-        assert_eq!(hex::encode(direct.finalize().into_bytes()), hex::encode(mac(b"key", 1, b"{}")));
+        let now = 1_700_000_010;
+        for secret in [&b"new"[..], b"old"] {
+            let signed = verify(&[secret], Some(&header), "/callbacks/a?x=1", body, now).expect("verifies");
+            assert_eq!(signed.nonce, nonce);
+        }
+        assert_eq!(verify(&[b"other"], Some(&header), "/callbacks/a?x=1", body, now), Err(Refusal::Mismatch));
+        assert_eq!(verify(&[b"new"], Some(&header), "/callbacks/b?x=1", body, now), Err(Refusal::Mismatch));
+        assert_eq!(verify(&[b"new"], Some(&header), "/callbacks/a?x=1", b"{}", now), Err(Refusal::Mismatch));
+        assert_eq!(verify(&[b"new"], Some(&header), "/callbacks/a?x=1", body, now + 600), Err(Refusal::Stale));
+        assert_eq!(verify(&[b"new"], None, "/callbacks/a?x=1", body, now), Err(Refusal::Missing));
     }
 
     #[test]

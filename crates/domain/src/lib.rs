@@ -13,6 +13,7 @@ pub mod keys;
 pub mod limits;
 mod patch;
 mod prefer;
+pub mod sealed;
 pub mod service_auth;
 pub mod signing;
 pub mod sql;

@@ -1,8 +1,8 @@
 //! The one signing recipe for a request Gatehouse sends to a host that must know it came from
 //! Gatehouse: the tool contract and the executor hand-off (`X-Gatehouse-Contract-Signature`,
 //! keyed with `contract_secret`, see `service_auth`) and a declared tool's requests to its
-//! backend (`X-Gatehouse-Signature`, keyed with the tool's signing secret). Callbacks still use
-//! their own `t.body` MAC (`callback`); they adopt this recipe by calling [`sign_with_each`].
+//! backend (`X-Gatehouse-Signature`, keyed with the tool's signing secret), and callbacks to a
+//! relay (`X-Gatehouse-Signature`, keyed with the tenant's callback secret, see `callback`).
 //!
 //! The header is `t=<unix seconds>,v1=<hex HMAC-SHA256>[,v1=<hex>...],n=<nonce>`, one `v1` per
 //! secret during a rotation, and the MAC is over
@@ -85,6 +85,13 @@ impl Refusal {
             Refusal::Mismatch => ErrorCode::SignatureMismatch,
             Refusal::Replayed => ErrorCode::SignatureReplayed,
         }
+    }
+
+    /// The refusal a 401's `code` names, when it names one: a sender reads which part failed.
+    pub fn of_code(code: &str) -> Option<Refusal> {
+        [Refusal::Missing, Refusal::Stale, Refusal::Mismatch, Refusal::Replayed]
+            .into_iter()
+            .find(|refusal| refusal.code().as_str() == code)
     }
 
     fn sentence(self) -> &'static str {

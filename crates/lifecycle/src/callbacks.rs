@@ -2,7 +2,7 @@
 //! backoff, every attempt recorded. Delivery never changes a call's state and never fails the
 //! operation that sends it.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use gatehouse_domain::callback::{self, CallbackKind, CheckpointCallback, CompletionCallback, ProgressCallback};
 use gatehouse_domain::tenant_callbacks::TenantCallbacks;
@@ -194,8 +194,9 @@ async fn try_deliver(
     let mut last = None;
     let mut backoff = FIRST_BACKOFF;
     for attempt in 1..=attempts {
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
-        let signature = callback::sign_with_each(&secrets, unix, &body);
+        // Each try signed afresh, with a nonce of its own: the relay spends each once.
+        let nonce = gatehouse_platform::new_token();
+        let signature = callback::sign_with_each(&secrets, &url, gatehouse_platform::unix_now(), &nonce, &body);
         let mut headers = vec![("content-type", "application/json"), (callback::SIGNATURE_HEADER, signature.as_str())];
         headers.push(("x-gatehouse-callback", kind.as_str()));
         headers.push((callback::TENANT_HEADER, call.tenant.as_str()));

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use gatehouse_domain::{ApiError, MAX_WAIT, Status, ToolCallId, callback};
+use gatehouse_domain::{ApiError, MAX_WAIT, Status, ToolCallId, sealed};
 use gatehouse_lifecycle::{CreateRequest, Ctx, Outcome, Progress};
 use rmcp::model::InputRequiredResult;
 use serde_json::{Map, Value, json};
@@ -139,29 +139,20 @@ fn secret(ctx: &Ctx) -> Result<Vec<u8>, RpcError> {
     ctx.state_secret().map(String::into_bytes).map_err(internal)
 }
 
-/// The bytes a `requestState` signs: its own purpose first, so no other signature of this
-/// server's can stand in for one.
-fn signed(payload: &str) -> Vec<u8> {
-    [b"gatehouse mcp requestState\n".as_slice(), payload.as_bytes()].concat()
-}
+/// What a `requestState` is sealed for, so no other value this server seals can stand in for one.
+const REQUEST_STATE: &str = "gatehouse mcp requestState";
 
-/// `requestState`: which question, which call, which tool, signed (HMAC-SHA256 with
-/// `state_secret`, which no relay holds, timestamped) so that a client can neither forge nor alter it, nor present
-/// it on another tool's call or after it lapses. A replay decides nothing twice: the call's
-/// own transitions happen at most once.
+/// `requestState`: which question, which call, which tool, sealed (HMAC-SHA256 with
+/// `state_secret`, which no relay holds, timestamped) so that a client can neither forge nor alter
+/// it, nor present it on another tool's call or after it lapses. A replay decides nothing twice:
+/// the call's own transitions happen at most once.
 fn seal(secret: &[u8], stage: Stage, name: &str, id: &ToolCallId) -> String {
     let payload = format!("{}|{}|{}", stage.key(), id, name);
-    let signature = callback::sign(secret, gatehouse_platform::unix_now(), &signed(&payload));
-    format!("{}.{}", hex::encode(payload), signature)
+    sealed::seal(secret, REQUEST_STATE, &payload, gatehouse_platform::unix_now())
 }
 
 fn open(secret: &[u8], state: &str, name: &str) -> Option<(Stage, ToolCallId)> {
-    let (payload, signature) = state.split_once('.')?;
-    let payload = String::from_utf8(hex::decode(payload).ok()?).ok()?;
-    let now = gatehouse_platform::unix_now();
-    if !callback::verify(secret, signature, &signed(&payload), now, STATE_TTL_SECONDS) {
-        return None;
-    }
+    let payload = sealed::open(secret, REQUEST_STATE, state, gatehouse_platform::unix_now(), STATE_TTL_SECONDS)?;
     let mut parts = payload.splitn(3, '|');
     let (stage, id, tool) = (parts.next()?, parts.next()?, parts.next()?);
     if tool != name {

@@ -5,6 +5,7 @@ use gatehouse_domain::contract::{
     RECORDED_HEADER, Summary, TOOL_HEADER, ToolDescription, ToolFault, ToolRefusal, ToolRequest, Validated,
     read_answer,
 };
+use gatehouse_domain::signing;
 use gatehouse_platform::{Method, SendFailure};
 
 use crate::history::{Execution, Outcome, ToolIdentity};
@@ -206,10 +207,12 @@ impl ToolClient {
             }
             status @ (401 | 403) => Err(crashed(
                 FaultKind::SignatureRefused,
-                format!(
-                    "{} refused the request's contract signature (HTTP {status}): the two sides' contract_secret differ, or one has none",
-                    target.origin()
-                ),
+                format!("{} refused the request's contract signature (HTTP {status}): {}", target.origin(), {
+                    match refused_part(&answer.body) {
+                        Some(refusal) => format!("{}: {refusal}", refusal.code().as_str()),
+                        None => "the two sides' contract_secret differ, or one has none".to_owned(),
+                    }
+                }),
             )),
             status => Err(crashed(
                 FaultKind::ErrorStatus,
@@ -217,6 +220,16 @@ impl ToolClient {
             )),
         }
     }
+}
+
+/// Which part of the signature a tool's 401 says failed (`signature_stale`, …), when its body
+/// names one of the recipe's codes; an operator then knows a clock from a secret.
+fn refused_part(body: &[u8]) -> Option<signing::Refusal> {
+    #[derive(serde::Deserialize)]
+    struct Refused {
+        code: String,
+    }
+    serde_json::from_slice::<Refused>(body).ok().and_then(|refused| signing::Refusal::of_code(&refused.code))
 }
 
 /// Why a request got no answer, in a sentence an operator acts on.
@@ -233,5 +246,21 @@ fn unanswered(target: ToolTarget<'_>, failure: &SendFailure) -> (FaultKind, Stri
         }
         SendFailure::TooLarge(cap) => (FaultKind::BadAnswer, format!("{origin} answered with more than {cap} bytes")),
         SendFailure::Transport(why) => (FaultKind::BadAnswer, format!("the exchange with {origin} broke off: {why}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool's 401 that names the part of the signature it refused is read as that part; any
+    /// other body (an older tool's `unauthorized`, no JSON) names none.
+    #[test]
+    fn a_refusal_names_the_part_of_the_signature_that_failed() {
+        let said = |body: &str| refused_part(body.as_bytes());
+        assert_eq!(said(r#"{"error":"…","code":"signature_stale"}"#), Some(signing::Refusal::Stale));
+        assert_eq!(said(r#"{"error":"…","code":"signature_replayed"}"#), Some(signing::Refusal::Replayed));
+        assert_eq!(said(r#"{"error":"…","code":"unauthorized"}"#), None);
+        assert_eq!(said("not json"), None);
     }
 }
