@@ -17,6 +17,26 @@ use crate::{FieldProblem, SessionId, SessionOf, ToolCallId};
 /// The path prefix of the contract on a tool component.
 pub const CONTRACT_PATH: &str = "/tool";
 
+/// Where a tool component's contract is reached from another host: the manifest routes
+/// `/internal/tools/<component id>/...` to it (docs/tools.md, "A tool on its own host").
+pub fn tool_host_route(component: &str) -> String {
+    format!("/internal/tools/{component}/...")
+}
+
+/// The component id a manifest route serves a tool's contract for, when the route has the
+/// shape [`tool_host_route`] writes: one non-empty segment.
+pub fn tool_of_host_route(route: &str) -> Option<&str> {
+    route
+        .strip_prefix("/internal/tools/")
+        .and_then(|rest| rest.strip_suffix("/..."))
+        .filter(|id| !id.is_empty() && !id.contains('/'))
+}
+
+/// The URL of `component`'s contract on the application at `base` (`http://host:port`).
+pub fn tool_host_url(base: &str, component: &str) -> String {
+    format!("{}/internal/tools/{component}", base.trim_end_matches('/'))
+}
+
 /// The response header by which a tool says it wrote the operation's `tool_executions` row
 /// itself (the contract server of a Gatehouse tool component does). The caller writes the row
 /// for a tool that does not say so (docs/architecture.md, "Observability").
@@ -432,6 +452,16 @@ impl std::fmt::Display for ToolFault {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_host_route_names_its_component_and_nothing_else_does() {
+        assert_eq!(tool_of_host_route(&tool_host_route("gmail")), Some("gmail"));
+        assert_eq!(tool_host_url("http://127.0.0.1:3000/", "gmail"), "http://127.0.0.1:3000/internal/tools/gmail");
+        assert_eq!(tool_of_host_route("/internal/tools/gmail"), None);
+        assert_eq!(tool_of_host_route("/internal/tools//..."), None);
+        assert_eq!(tool_of_host_route("/internal/tools/a/b/..."), None);
+        assert_eq!(tool_of_host_route("/execute-gmail"), None);
+    }
 
     #[test]
     fn operations_round_trip_through_their_paths() {

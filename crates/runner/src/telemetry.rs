@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
-use gatehouse_domain::contract::{CALL_ID_HEADER, CONTRACT_PATH, Operation, TOOL_HEADER};
+use gatehouse_domain::contract::{self, CALL_ID_HEADER, CONTRACT_PATH, Operation, TOOL_HEADER};
 use gatehouse_spin_host::{ComponentFacts, RequestFacts, TelemetryHooks};
 use http::{HeaderMap, StatusCode};
 use opentelemetry::KeyValue;
@@ -30,10 +30,6 @@ const MAX_COLLECTOR_ANSWER_BYTES: usize = 64 * 1024;
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest label taken from a request header into a span.
 const MAX_LABEL_CHARS: usize = 128;
-/// Where a tool component's contract is served for signed requests from another host
-/// (`/internal/tools/<id>/...`, docs/tools.md): the manifest's route that makes a component a
-/// tool, whose operations are counted from 0.
-const TOOL_ROUTE_PREFIX: &str = "/internal/tools/";
 /// A tool operation's outcomes, as [`contract_outcome`] reads them from the status code.
 const OUTCOMES: [&str; 3] = ["ok", "rejected", "crashed"];
 
@@ -172,12 +168,10 @@ fn contract_outcome(status: StatusCode) -> &'static str {
     }
 }
 
-/// Whether `component` is a tool: the manifest serves its contract at
-/// `/internal/tools/<component>/...`.
+/// Whether `component` is a tool, whose operations are counted from 0: the manifest serves its
+/// contract at `contract::tool_host_route`.
 fn is_tool(component: &ComponentFacts<'_>) -> bool {
-    component.routes.iter().any(|route| {
-        route.strip_prefix(TOOL_ROUTE_PREFIX).and_then(|rest| rest.strip_suffix("/...")) == Some(component.id)
-    })
+    component.routes.iter().any(|route| contract::tool_of_host_route(route) == Some(component.id))
 }
 
 /// The contract operation a request's path names (`.../tool/execute`), if it is one.

@@ -1,5 +1,5 @@
 use gatehouse_domain::contract::{
-    Checkpoint, Discarded, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
+    self as contract, Checkpoint, Discarded, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
 };
 use gatehouse_domain::{ApiError, FieldProblem, SessionOf};
 use gatehouse_http::{Access, Component, IncomingRequest, Params, Reply, Request, ResponseOutparam, Router};
@@ -153,17 +153,9 @@ pub fn contract_routes<'a, T: Tool>(component: Component, tool: &'a T, req: &Req
     // serving a declared tool (one crate, many ids) cannot know: the route Spin matched is
     // taken when it has that shape.
     let exposed = gatehouse_http::header(req, "spin-matched-route")
-        .filter(|route| is_tool_host_route(route))
-        .map_or_else(|| format!("/internal/tools/{}/...", component.name), str::to_owned);
+        .filter(|route| contract::tool_of_host_route(route).is_some())
+        .map_or_else(|| contract::tool_host_route(component.name), str::to_owned);
     Router::new().any(gatehouse_http::CHAINED_ROUTE, Access::Service, contract).any(exposed, Access::Service, contract)
-}
-
-/// `/internal/tools/<one segment>/...`
-fn is_tool_host_route(route: &str) -> bool {
-    route
-        .strip_prefix("/internal/tools/")
-        .and_then(|rest| rest.strip_suffix("/..."))
-        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 /// The tool as this component describes it, with the component's own version.

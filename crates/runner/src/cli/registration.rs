@@ -108,7 +108,7 @@ impl Registration {
         private["component"] = value(id);
         triggers.push(private);
         let mut signed = Table::new();
-        signed["route"] = value(format!("/internal/tools/{id}/..."));
+        signed["route"] = value(gatehouse_domain::contract::tool_host_route(id));
         signed["component"] = value(id);
         triggers.push(signed);
 

@@ -90,7 +90,7 @@ impl CheckArgs {
         }
         match &self.through {
             Some(app) if !argument.contains(['/', '.']) => {
-                CheckTarget::Running(format!("{}/internal/tools/{argument}", app.trim_end_matches('/')))
+                CheckTarget::Running(gatehouse_domain::contract::tool_host_url(app, argument))
             }
             _ => CheckTarget::Declaration(PathBuf::from(argument)),
         }
