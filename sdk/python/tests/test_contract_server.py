@@ -70,6 +70,8 @@ class Counter(Tool):
             raise RuntimeError("the backend went away")
         if call.parameters["n"] == 7:
             raise ToolFailure("Seven is unlucky.")
+        if call.parameters["n"] == 8:
+            raise ToolFailure("The counter went quiet.", may_have_acted=True)
         self.done.append(call.tool_call_id)
         return executed({"counted": call.parameters["n"]}, f"Counted to {call.parameters['n']}.")
 
@@ -245,6 +247,11 @@ def test_a_failure_is_the_calls_answer_and_a_crash_is_run_again_as_may_have_star
     run(server, "prepare", unlucky)
     assert run(server, "execute", unlucky) == (422, {"error": "Seven is unlucky."})
     assert run(server, "execute", unlucky) == (422, {"error": "Seven is unlucky."})
+    unsure = {"tool_call_id": "tc_eight", "parameters": {"n": 8}}
+    run(server, "prepare", unsure)
+    said = (422, {"error": "The counter went quiet.", "may_have_acted": True})
+    assert run(server, "execute", unsure) == said
+    assert run(server, "execute", unsure) == said
 
     crashing = {"tool_call_id": "tc_crash", "parameters": {"n": 4}}
     run(server, "prepare", crashing)

@@ -174,7 +174,10 @@ export class ContractServer {
       await this.tool.discard(call);
       return { status: 200, body: { discarded: true } };
     } catch (failure) {
-      if (failure instanceof ToolFailure) return { status: 422, body: { error: failure.message } };
+      if (failure instanceof ToolFailure) {
+        const mayHaveActed = failure.mayHaveActed && operation === "execute";
+        return { status: 422, body: { error: failure.message, ...(mayHaveActed ? { may_have_acted: true } : {}) } };
+      }
       throw failure;
     }
   }

@@ -9,11 +9,18 @@ export type Parameters = Record<string, unknown>;
 export type MaybePromise<T> = T | Promise<T>;
 
 /** The tool's definitive no, answered 422: the call becomes FAILED and the agent speaks
- * `message`. Anything else a tool throws is a crash (500), and Gatehouse tries again later. */
+ * `message`. Anything else a tool throws is a crash (500), and Gatehouse tries again later.
+ *
+ * From `execute`, `{ mayHaveActed: true }` says the tool cannot tell whether it acted (its backend
+ * did not answer): the caller is told so and what `prepare` left is kept; without it a failed
+ * `execute` means nothing was done, and the preparation is discarded. */
 export class ToolFailure extends globalThis.Error {
-  constructor(message: string) {
+  readonly mayHaveActed: boolean;
+
+  constructor(message: string, options: { mayHaveActed?: boolean } = {}) {
     super(message.trim() || "The tool couldn't do that.");
     this.name = "ToolFailure";
+    this.mayHaveActed = options.mayHaveActed ?? false;
   }
 }
 

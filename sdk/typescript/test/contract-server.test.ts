@@ -51,6 +51,7 @@ function counter() {
         throw new Error("the backend went away");
       }
       if (call.parameters.n === 7) throw new ToolFailure("Seven is unlucky.");
+      if (call.parameters.n === 8) throw new ToolFailure("The counter went quiet.", { mayHaveActed: true });
       seen.done.push(call.toolCallId);
       return executed({ counted: call.parameters.n }, `Counted to ${call.parameters.n}.`);
     },
@@ -258,6 +259,11 @@ describe("the contract server", () => {
     await run(server, "prepare", unlucky);
     assert.deepEqual(await run(server, "execute", unlucky), [422, { error: "Seven is unlucky." }]);
     assert.deepEqual(await run(server, "execute", unlucky), [422, { error: "Seven is unlucky." }]);
+    const unsure = { tool_call_id: "tc_eight", parameters: { n: 8 } };
+    await run(server, "prepare", unsure);
+    const said = [422, { error: "The counter went quiet.", may_have_acted: true }];
+    assert.deepEqual(await run(server, "execute", unsure), said);
+    assert.deepEqual(await run(server, "execute", unsure), said);
 
     const crashing = { tool_call_id: "tc_crash", parameters: { n: 4 } };
     await run(server, "prepare", crashing);

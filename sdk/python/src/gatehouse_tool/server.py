@@ -187,4 +187,7 @@ class ContractServer:
             await _resolved(self.tool.discard(call))
             return Reply(200, {"discarded": True})
         except ToolFailure as failure:
-            return Reply(422, {"error": failure.message})
+            refusal: dict[str, Any] = {"error": failure.message}
+            if failure.may_have_acted and operation == "execute":
+                refusal["may_have_acted"] = True
+            return Reply(422, refusal)

@@ -18,12 +18,17 @@ MaybeAwaitable = Union[T, Awaitable[T]]
 
 class ToolFailure(Exception):
     """The tool's definitive no, answered 422: the call becomes FAILED and the agent speaks
-    ``message``. Anything else a tool raises is a crash (500), and Gatehouse tries again later."""
+    ``message``. Anything else a tool raises is a crash (500), and Gatehouse tries again later.
 
-    def __init__(self, message: str) -> None:
+    From ``execute``, ``may_have_acted=True`` says the tool cannot tell whether it acted (its
+    backend did not answer): the caller is told so and what ``prepare`` left is kept; without it a
+    failed ``execute`` means nothing was done, and the preparation is discarded."""
+
+    def __init__(self, message: str, *, may_have_acted: bool = False) -> None:
         message = message.strip() or "The tool couldn't do that."
         super().__init__(message)
         self.message = message
+        self.may_have_acted = may_have_acted
 
 
 class InvalidParameters(Exception):
