@@ -17,7 +17,8 @@ def check_deliveries(receiver: Receiver, tool_call_id: str, trace_id: str) -> li
     assert [c.kind for c in mine] == ["progress", "checkpoint", "completion"]
     for c in mine:
         header = c.headers["x-gatehouse-signature"]
-        assert verify_callback(SECRET, header, c.raw), "genuine"
+        assert c.target == "/callbacks"
+        assert verify_callback(SECRET, header, c.target, c.raw), "genuine"
         assert c.body["trace_id"] == trace_id
         assert c.headers["traceparent"].split("-")[1] == trace_id
     assert receiver.rejected == []
@@ -66,9 +67,10 @@ def test_seed_conversation_sync(receiver):
     last = mine[-1]
     header = last.headers["x-gatehouse-signature"]
     t = int(header.split(",")[0][2:])
-    assert not verify_callback(SECRET, header, last.raw.replace(b"COMPLETED", b"CANCELLED")), "tampered body"
-    assert not verify_callback("not-the-secret", header, last.raw), "wrong secret"
-    assert not verify_callback(SECRET, header, last.raw, 300, now=t + 301), "stale timestamp"
+    assert not verify_callback(SECRET, header, last.target, last.raw.replace(b"COMPLETED", b"CANCELLED")), "tampered body"
+    assert not verify_callback(SECRET, header, "/other-relay", last.raw), "posted to another path"
+    assert not verify_callback("not-the-secret", header, last.target, last.raw), "wrong secret"
+    assert not verify_callback(SECRET, header, last.target, last.raw, 300, now=t + 301), "stale timestamp"
 
 
 def test_seed_conversation_async(receiver):
@@ -100,11 +102,14 @@ def test_the_http_server_receiver_refuses_forged_tampered_and_stale_callbacks(re
     def post(signature, payload=body):
         return httpx.post(receiver.url, content=payload, headers={"X-Gatehouse-Signature": signature, "X-Gatehouse-Callback": "completion"}).status_code
 
-    assert post(sign_callback(SECRET, body, now)) == 200
-    assert post(sign_callback(SECRET, body, now), body.replace("sent", "lost")) == 401
-    assert post(sign_callback("wrong", body, now)) == 401
-    assert post(sign_callback(SECRET, body, now - 600)) == 401
-    assert len(receiver.callbacks) == 1 and len(receiver.rejected) == 3
+    genuine = sign_callback(SECRET, "/callbacks", body, now)
+    assert post(genuine) == 200
+    assert post(genuine) == 401, "replayed: its nonce was spent"
+    assert post(sign_callback(SECRET, "/callbacks", body, now), body.replace("sent", "lost")) == 401
+    assert post(sign_callback(SECRET, "/other-relay", body, now)) == 401
+    assert post(sign_callback("wrong", "/callbacks", body, now)) == 401
+    assert post(sign_callback(SECRET, "/callbacks", body, now - 600)) == 401
+    assert len(receiver.callbacks) == 1 and len(receiver.rejected) == 5
 
 
 def test_the_asgi_receiver_passes_real_callbacks_and_refuses_altered_ones():
@@ -126,7 +131,8 @@ def test_the_asgi_receiver_passes_real_callbacks_and_refuses_altered_ones():
         async def send(message):
             sent.append(message)
 
-        scope = {"type": "http", "method": "POST", "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+        scope = {"type": "http", "method": "POST", "path": "/callbacks", "raw_path": b"/callbacks", "query_string": b"",
+                 "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
         await app(scope, receive, send)
         return sent[0]["status"], json.loads(sent[1]["body"])
 
@@ -142,10 +148,13 @@ def test_the_asgi_receiver_passes_real_callbacks_and_refuses_altered_ones():
     headers = {"x-gatehouse-signature": real.headers["x-gatehouse-signature"], "x-gatehouse-callback": "completion"}
     assert asyncio.run(deliver(real.raw, headers)) == (200, {"continue": True})
     assert received[0].body["status"] == "CANCELLED" and received[0].kind == "completion"
-    assert asyncio.run(deliver(real.raw.replace(b"CANCELLED", b"COMPLETED"), headers))[0] == 401
-    assert asyncio.run(deliver(real.raw, {**headers, "x-gatehouse-signature": sign_callback("wrong", real.raw)}))[0] == 401
-    assert asyncio.run(deliver(real.raw, {**headers, "x-gatehouse-signature": sign_callback(SECRET, real.raw, int(time.time()) - 900)}))[0] == 401
-    assert len(received) == 1 and rejected == ["signature"] * 3
+    assert asyncio.run(deliver(real.raw, headers))[0] == 401, "replayed"
+    fresh = sign_callback(SECRET, "/callbacks", real.raw.replace(b"CANCELLED", b"COMPLETED"))
+    assert asyncio.run(deliver(real.raw, {**headers, "x-gatehouse-signature": fresh}))[0] == 401
+    assert asyncio.run(deliver(real.raw, {**headers, "x-gatehouse-signature": sign_callback("wrong", "/callbacks", real.raw)}))[0] == 401
+    stale = sign_callback(SECRET, "/callbacks", real.raw, int(time.time()) - 900)
+    assert asyncio.run(deliver(real.raw, {**headers, "x-gatehouse-signature": stale}))[0] == 401
+    assert len(received) == 1 and rejected == ["signature"] * 4
 
 
 def test_a_progress_callback_answered_with_cancel_stops_the_call():

@@ -1,42 +1,70 @@
-"""verify_callback on its own: the known vector and every way a header can be wrong."""
+"""verify_callback on its own: the published vector and every way a header can be wrong."""
 
-from gatehouse_client import sign_callback, verify_callback
+import json
+from pathlib import Path
 
+from gatehouse_client import SpentNonces, sign_callback, verify_callback
+
+from conftest import OPENAPI
+
+# The published vector, beside the OpenAPI document.
+VECTOR = json.loads((Path(OPENAPI).parent / "signing-test-vector.json").read_text())["callback"]
 BODY = b'{"tool_call_id":"tc_000000000001"}'
+PATH = "/callbacks"
 NOW = 1_700_000_000
-VECTOR = "t=1,v1=1ba6b8171186efc613e8bcc0cbdab2748f24984d7c5a84faa2637afa0e40d224"
+NONCE = "0123456789abcdef0123456789abcdef"
 
 
-def test_the_signature_is_hmac_sha256_of_t_dot_body_as_rust_and_openssl_compute_it():
-    assert sign_callback("key", "{}", 1) == VECTOR
-    assert verify_callback("key", VECTOR, b"{}", 300, now=1)
+def test_the_published_callback_vector_signs_and_verifies():
+    v = VECTOR
+    assert sign_callback(v["secret"], v["target"], v["body"], v["timestamp"], v["nonce"]) == v["header"]
+    assert verify_callback(v["secret"], v["header"], v["target"], v["body"].encode(), 300, now=v["timestamp"])
 
 
-def test_tampering_another_secret_and_stale_or_future_timestamps_fail():
-    header = sign_callback("whsec", BODY, NOW)
-    assert verify_callback("whsec", header, BODY, 300, now=NOW + 10)
-    assert verify_callback("whsec", header, BODY.decode(), 300, now=NOW + 10)
-    assert not verify_callback("whsec", header, BODY.replace(b"1", b"2"), 300, now=NOW + 10)
-    assert not verify_callback("other", header, BODY, 300, now=NOW + 10)
-    assert not verify_callback("whsec", header, BODY, 300, now=NOW + 301)
-    assert not verify_callback("whsec", header, BODY, 300, now=NOW - 301)
-    assert verify_callback("whsec", header, BODY, 300, now=NOW + 300)
+def test_tampering_another_secret_path_and_stale_or_future_timestamps_fail():
+    header = sign_callback("whsec", PATH, BODY, NOW, NONCE)
+    assert verify_callback("whsec", header, PATH, BODY, 300, now=NOW + 10)
+    assert verify_callback("whsec", header, PATH, BODY.decode(), 300, now=NOW + 10)
+    assert not verify_callback("whsec", header, PATH, BODY.replace(b"1", b"2"), 300, now=NOW + 10)
+    assert not verify_callback("whsec", header, "/callbacks/other", BODY, 300, now=NOW + 10)
+    assert not verify_callback("whsec", header, PATH + "?x=1", BODY, 300, now=NOW + 10)
+    assert not verify_callback("other", header, PATH, BODY, 300, now=NOW + 10)
+    assert not verify_callback("whsec", header, PATH, BODY, 300, now=NOW + 301)
+    assert not verify_callback("whsec", header, PATH, BODY, 300, now=NOW - 301)
+    assert verify_callback("whsec", header, PATH, BODY, 300, now=NOW + 300)
     forged = header.replace(f"t={NOW}", f"t={NOW + 100}")
-    assert not verify_callback("whsec", forged, BODY, 300, now=NOW + 100)
+    assert not verify_callback("whsec", forged, PATH, BODY, 300, now=NOW + 100)
+    other_nonce = header.replace(f"n={NONCE}", "n=" + "f" * 32)
+    assert not verify_callback("whsec", other_nonce, PATH, BODY, 300, now=NOW)
+
+
+def test_a_nonce_is_spent_once():
+    nonces = SpentNonces()
+    header = sign_callback("whsec", PATH, BODY, NOW, NONCE)
+    assert verify_callback("whsec", header, PATH, BODY, 300, now=NOW, nonces=nonces)
+    assert not verify_callback("whsec", header, PATH, BODY, 300, now=NOW + 1, nonces=nonces)
+    assert verify_callback("whsec", sign_callback("whsec", PATH, BODY, NOW), PATH, BODY, 300, now=NOW, nonces=nonces)
+    full = SpentNonces(limit=1)
+    assert full.spend("a" * 16, NOW + 300, NOW)
+    assert not full.spend("b" * 16, NOW + 300, NOW), "full of live nonces: refused"
+    assert full.spend("b" * 16, NOW + 900, NOW + 301), "the expired one is forgotten"
 
 
 def test_several_v1_values_and_several_secrets():
-    good = sign_callback("new", BODY, NOW).split(",v1=")[1]
-    old = sign_callback("old", BODY, NOW).split(",v1=")[1]
-    assert verify_callback("new", f"t={NOW},v1={old},v1={good}", BODY, 300, now=NOW)
-    assert verify_callback("old", f"t={NOW},v1={old},v1={good}", BODY, 300, now=NOW)
-    assert not verify_callback("third", f"t={NOW},v1={old},v1={good}", BODY, 300, now=NOW)
-    assert verify_callback(["third", "new"], f"t={NOW},v1={good}", BODY, 300, now=NOW)
-    assert verify_callback("new", f" t={NOW} , v1={good} ", BODY, 300, now=NOW)
+    good = sign_callback("new", PATH, BODY, NOW, NONCE).split(",")[1]
+    old = sign_callback("old", PATH, BODY, NOW, NONCE).split(",")[1]
+    both = f"t={NOW},{old},{good},n={NONCE}"
+    assert verify_callback("new", both, PATH, BODY, 300, now=NOW)
+    assert verify_callback("old", both, PATH, BODY, 300, now=NOW)
+    assert not verify_callback("third", both, PATH, BODY, 300, now=NOW)
+    assert verify_callback(["third", "new"], f"t={NOW},{good},n={NONCE}", PATH, BODY, 300, now=NOW)
+    assert verify_callback("new", f" t={NOW} , {good} , n={NONCE} ", PATH, BODY, 300, now=NOW)
 
 
 def test_malformed_headers_are_refused_never_raised_on():
-    for header in [None, "", "v1=00", f"t={NOW}", f"t={NOW},v1=zz", "t=abc,v1=00", f"t={NOW},v1=", f"t={NOW},v1=0", "garbage"]:
-        assert verify_callback("whsec", header, BODY, 300, now=NOW) is False, header
-    header = sign_callback("whsec", BODY, NOW)
-    assert not verify_callback("whsec", header[:-2], BODY, 300, now=NOW)
+    for header in [None, "", "v1=00", f"t={NOW}", f"t={NOW},v1=zz,n={NONCE}", f"t=abc,v1=00,n={NONCE}",
+                   f"t={NOW},v1=,n={NONCE}", f"t={NOW},v1=0,n={NONCE}", f"t={NOW},v1=00", f"t={NOW},v1=00,n=short",
+                   "garbage", "t=1," * 400]:
+        assert verify_callback("whsec", header, PATH, BODY, 300, now=NOW) is False, header
+    header = sign_callback("whsec", PATH, BODY, NOW, NONCE)
+    assert not verify_callback("whsec", header[:-2], PATH, BODY, 300, now=NOW)

@@ -1,14 +1,20 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { CALLBACK_KIND_HEADER, SIGNATURE_HEADER, verifyCallback } from "./signature.js";
+import { CALLBACK_KIND_HEADER, SIGNATURE_HEADER, SpentNonces, verifyCallback } from "./signature.js";
 import type { Callback, CheckpointCallback, CompletionCallback, ProgressCallback, RelayAnswer } from "./types.js";
 
 export interface CallbackHandlerOptions {
-  /** The `callback_secret`, or several while it is rotated. */
+  /** The tenant's callback secret (`gatehouse tenants callbacks ID --show-secret`), or several
+   * while it is rotated. */
   secret: string | Uint8Array | Array<string | Uint8Array>;
   /** The replay window, in seconds (default 300). */
   toleranceSeconds?: number;
   /** Largest body read, in bytes (default 1 MiB). */
   maxBodyBytes?: number;
+  /** Where spent nonces are kept (one `SpentNonces` per handler by default). */
+  nonces?: SpentNonces;
+  /** The path (and query) Gatehouse posts to, when a proxy in front rewrites it; the request's
+   * own path otherwise. The signature binds it. */
+  publicPath?: string;
   /**
    * Called with each verified callback. What it returns is the relay's answer: for a progress
    * callback `{cancel: true, reason}` stops the call, and at a direct flow's gate only
@@ -22,11 +28,13 @@ export interface CallbackHandlerOptions {
 /**
  * A request listener for `http.createServer` (or a route of any Node framework that hands over
  * the raw request) that reads the raw body, checks `X-Gatehouse-Signature` with
- * `verifyCallback`, and hands each genuine callback to `onCallback`. A forged, tampered or
- * replayed callback is answered 401 and never reaches `onCallback`.
+ * `verifyCallback` over the path it came to, spending its nonce once, and hands each genuine
+ * callback to `onCallback`. A forged, tampered, re-targeted or replayed callback is answered 401
+ * and never reaches `onCallback`.
  */
 export function createCallbackHandler(options: CallbackHandlerOptions): (request: IncomingMessage, response: ServerResponse) => void {
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const nonces = options.nonces ?? new SpentNonces();
   const reply = (response: ServerResponse, status: number, body: unknown) => {
     const text = JSON.stringify(body);
     response.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
@@ -54,7 +62,8 @@ export function createCallbackHandler(options: CallbackHandlerOptions): (request
         const raw = Buffer.concat(chunks);
         const header = request.headers[SIGNATURE_HEADER];
         const signature = Array.isArray(header) ? header.join(",") : header;
-        if (!verifyCallback(options.secret, signature, raw, options.toleranceSeconds ?? 300)) {
+        const target = options.publicPath ?? request.url ?? "/";
+        if (!verifyCallback(options.secret, signature, target, raw, { toleranceSeconds: options.toleranceSeconds, nonces })) {
           options.onRejected?.("signature", request);
           reply(response, 401, { error: "bad signature" });
           return;

@@ -62,8 +62,8 @@ test("the seed conversation: create, correct, confirm, checkpoint, proceed, comp
     assert.deepEqual(mine.map((r) => r.headers["x-gatehouse-callback"]), ["progress", "checkpoint", "completion"]);
     for (const delivery of mine) {
       const header = delivery.headers["x-gatehouse-signature"];
-      assert.match(header, /^t=[0-9]+,v1=[0-9a-f]{64}$/);
-      assert.ok(verifyCallback(env.secret, header, delivery.body), "genuine");
+      assert.match(header, /^t=[0-9]+,v1=[0-9a-f]{64},n=[0-9a-f]{32}$/);
+      assert.ok(verifyCallback(env.secret, header, "/callbacks", delivery.body), "genuine");
       assert.equal(JSON.parse(delivery.body).trace_id, traceId);
       assert.equal(delivery.headers.traceparent.split("-")[1], traceId);
     }
@@ -74,28 +74,33 @@ test("the seed conversation: create, correct, confirm, checkpoint, proceed, comp
     const header = headers["x-gatehouse-signature"];
     const t = Number(/t=([0-9]+)/.exec(header)[1]);
     const tampered = Buffer.from(body.toString().replace("COMPLETED", "CANCELLED"));
-    assert.ok(!verifyCallback(env.secret, header, tampered), "tampered body");
-    assert.ok(!verifyCallback("not-the-secret", header, body), "wrong secret");
-    assert.ok(!verifyCallback(env.secret, header, body, 300, t + 301), "stale timestamp");
-    assert.ok(!verifyCallback(env.secret, signCallback(env.secret, body, t - 3600), body), "re-signed an hour ago");
+    assert.ok(!verifyCallback(env.secret, header, "/callbacks", tampered), "tampered body");
+    assert.ok(!verifyCallback(env.secret, header, "/other-relay", body), "posted to another path");
+    assert.ok(!verifyCallback("not-the-secret", header, "/callbacks", body), "wrong secret");
+    assert.ok(!verifyCallback(env.secret, header, "/callbacks", body, { nowSeconds: t + 301 }), "stale timestamp");
+    const resigned = signCallback(env.secret, "/callbacks", body, t - 3600);
+    assert.ok(!verifyCallback(env.secret, resigned, "/callbacks", body), "re-signed an hour ago");
   } finally {
     await receiver.close();
   }
 });
 
-test("the receiver answers 401 to a forged, tampered or stale callback and never passes it on", async () => {
+test("the receiver answers 401 to a forged, tampered, re-targeted, replayed or stale callback and never passes it on", async () => {
   const receiver = await startReceiver();
   try {
     const body = JSON.stringify({ tool_call_id: "tc_0123456789ab", session_id: "s", status: "COMPLETED", result: null, voice_response: "sent", execution_time_ms: 1, trace_id: null });
     const now = Math.floor(Date.now() / 1000);
     const post = (signature, payload = body) =>
       fetch(receiver.url, { method: "POST", body: payload, headers: { "Content-Type": "application/json", "X-Gatehouse-Callback": "completion", "X-Gatehouse-Signature": signature } });
-    assert.equal((await post(signCallback(env.secret, body, now))).status, 200);
-    assert.equal((await post(signCallback(env.secret, body, now), body.replace("sent", "lost"))).status, 401);
-    assert.equal((await post(signCallback("wrong", body, now))).status, 401);
-    assert.equal((await post(signCallback(env.secret, body, now - 600))).status, 401);
+    const genuine = signCallback(env.secret, "/callbacks", body, now);
+    assert.equal((await post(genuine)).status, 200);
+    assert.equal((await post(genuine)).status, 401, "replayed: its nonce was spent");
+    assert.equal((await post(signCallback(env.secret, "/callbacks", body, now), body.replace("sent", "lost"))).status, 401);
+    assert.equal((await post(signCallback(env.secret, "/other-relay", body, now))).status, 401);
+    assert.equal((await post(signCallback("wrong", "/callbacks", body, now))).status, 401);
+    assert.equal((await post(signCallback(env.secret, "/callbacks", body, now - 600))).status, 401);
     assert.equal(receiver.callbacks.length, 1);
-    assert.equal(receiver.rejected.length, 3);
+    assert.equal(receiver.rejected.length, 5);
   } finally {
     await receiver.close();
   }

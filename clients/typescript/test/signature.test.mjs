@@ -1,43 +1,69 @@
-// verifyCallback on its own: the known vector and every way a header can be wrong.
+// verifyCallback on its own: the published vector and every way a header can be wrong.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { signCallback, verifyCallback } from "gatehouse-client";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { SpentNonces, signCallback, verifyCallback } from "gatehouse-client";
+import { env } from "./support.mjs";
 
+// The published vector, beside the OpenAPI document.
+const vector = JSON.parse(readFileSync(join(dirname(env.openapi), "signing-test-vector.json"), "utf8")).callback;
 const body = '{"tool_call_id":"tc_000000000001"}';
+const path = "/callbacks";
 const now = 1_700_000_000;
+const nonce = "0123456789abcdef0123456789abcdef";
+const at = (nowSeconds, extra = {}) => ({ toleranceSeconds: 300, nowSeconds, ...extra });
 
-test("the signature is hex HMAC-SHA256(secret, t + '.' + body), as the Rust sign and openssl compute it", () => {
-  assert.equal(signCallback("key", "{}", 1), "t=1,v1=1ba6b8171186efc613e8bcc0cbdab2748f24984d7c5a84faa2637afa0e40d224");
-  assert.ok(verifyCallback("key", "t=1,v1=1ba6b8171186efc613e8bcc0cbdab2748f24984d7c5a84faa2637afa0e40d224", "{}", 300, 1));
+test("the published callback vector signs and verifies", () => {
+  const v = vector;
+  assert.equal(signCallback(v.secret, v.target, v.body, v.timestamp, v.nonce), v.header);
+  assert.ok(verifyCallback(v.secret, v.header, v.target, v.body, at(v.timestamp)));
 });
 
-test("a genuine header verifies; tampering, another secret and a stale or future timestamp do not", () => {
-  const header = signCallback("whsec", body, now);
-  assert.ok(verifyCallback("whsec", header, body, 300, now + 10));
-  assert.ok(verifyCallback("whsec", header, Buffer.from(body), 300, now + 10), "bytes too");
-  assert.ok(!verifyCallback("whsec", header, body.replace("1", "2"), 300, now + 10), "tampered body");
-  assert.ok(!verifyCallback("other", header, body, 300, now + 10), "wrong secret");
-  assert.ok(!verifyCallback("whsec", header, body, 300, now + 301), "stale");
-  assert.ok(!verifyCallback("whsec", header, body, 300, now - 301), "from the future");
-  assert.ok(verifyCallback("whsec", header, body, 300, now + 300), "at the edge of the window");
+test("a genuine header verifies; tampering, another path or secret and a stale or future timestamp do not", () => {
+  const header = signCallback("whsec", path, body, now, nonce);
+  assert.ok(verifyCallback("whsec", header, path, body, at(now + 10)));
+  assert.ok(verifyCallback("whsec", header, path, Buffer.from(body), at(now + 10)), "bytes too");
+  assert.ok(!verifyCallback("whsec", header, path, body.replace("1", "2"), at(now + 10)), "tampered body");
+  assert.ok(!verifyCallback("whsec", header, "/callbacks/other", body, at(now + 10)), "another path");
+  assert.ok(!verifyCallback("whsec", header, `${path}?x=1`, body, at(now + 10)), "another query");
+  assert.ok(!verifyCallback("other", header, path, body, at(now + 10)), "wrong secret");
+  assert.ok(!verifyCallback("whsec", header, path, body, at(now + 301)), "stale");
+  assert.ok(!verifyCallback("whsec", header, path, body, at(now - 301)), "from the future");
+  assert.ok(verifyCallback("whsec", header, path, body, at(now + 300)), "at the edge of the window");
   const forged = header.replace(`t=${now}`, `t=${now + 100}`);
-  assert.ok(!verifyCallback("whsec", forged, body, 300, now + 100), "the timestamp is signed");
+  assert.ok(!verifyCallback("whsec", forged, path, body, at(now + 100)), "the timestamp is signed");
+  assert.ok(!verifyCallback("whsec", header.replace(`n=${nonce}`, `n=${"f".repeat(32)}`), path, body, at(now)), "the nonce is signed");
+});
+
+test("a nonce is spent once", () => {
+  const nonces = new SpentNonces();
+  const header = signCallback("whsec", path, body, now, nonce);
+  assert.ok(verifyCallback("whsec", header, path, body, at(now, { nonces })));
+  assert.ok(!verifyCallback("whsec", header, path, body, at(now + 1, { nonces })), "replayed");
+  assert.ok(verifyCallback("whsec", signCallback("whsec", path, body, now), path, body, at(now, { nonces })), "a fresh nonce");
+  const full = new SpentNonces(1);
+  assert.ok(full.spend("a".repeat(16), now + 300, now));
+  assert.ok(!full.spend("b".repeat(16), now + 300, now), "full of live nonces: refused");
+  assert.ok(full.spend("b".repeat(16), now + 900, now + 301), "the expired one is forgotten");
 });
 
 test("several v1= values (a secret being rotated) and several secrets", () => {
-  const good = signCallback("new", body, now).split(",v1=")[1];
-  const old = signCallback("old", body, now).split(",v1=")[1];
-  assert.ok(verifyCallback("new", `t=${now},v1=${old},v1=${good}`, body, 300, now));
-  assert.ok(verifyCallback("old", `t=${now},v1=${old},v1=${good}`, body, 300, now));
-  assert.ok(!verifyCallback("third", `t=${now},v1=${old},v1=${good}`, body, 300, now));
-  assert.ok(verifyCallback(["third", "new"], `t=${now},v1=${good}`, body, 300, now));
-  assert.ok(verifyCallback("new", ` t=${now} , v1=${good} `, body, 300, now), "spaces around parts");
+  const good = signCallback("new", path, body, now, nonce).split(",")[1];
+  const old = signCallback("old", path, body, now, nonce).split(",")[1];
+  const both = `t=${now},${old},${good},n=${nonce}`;
+  assert.ok(verifyCallback("new", both, path, body, at(now)));
+  assert.ok(verifyCallback("old", both, path, body, at(now)));
+  assert.ok(!verifyCallback("third", both, path, body, at(now)));
+  assert.ok(verifyCallback(["third", "new"], `t=${now},${good},n=${nonce}`, path, body, at(now)));
+  assert.ok(verifyCallback("new", ` t=${now} , ${good} , n=${nonce} `, path, body, at(now)), "spaces around parts");
 });
 
 test("malformed headers are refused, never thrown on", () => {
-  for (const header of [undefined, null, "", "v1=00", `t=${now}`, `t=${now},v1=zz`, `t=abc,v1=00`, `t=${now},v1=`, `t=${now},v1=0`, "garbage"]) {
-    assert.equal(verifyCallback("whsec", header, body, 300, now), false, String(header));
+  for (const header of [undefined, null, "", "v1=00", `t=${now}`, `t=${now},v1=zz,n=${nonce}`, `t=abc,v1=00,n=${nonce}`,
+    `t=${now},v1=,n=${nonce}`, `t=${now},v1=0,n=${nonce}`, `t=${now},v1=00`, `t=${now},v1=00,n=short`, "garbage", "t=1,".repeat(400)]) {
+    assert.equal(verifyCallback("whsec", header, path, body, at(now)), false, String(header));
   }
-  const header = signCallback("whsec", body, now);
-  assert.ok(!verifyCallback("whsec", header.slice(0, -2), body, 300, now), "a truncated MAC");
+  const header = signCallback("whsec", path, body, now, nonce);
+  assert.ok(!verifyCallback("whsec", header.slice(0, -2), path, body, at(now)), "a truncated nonce");
 });

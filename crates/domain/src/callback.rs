@@ -203,6 +203,35 @@ mod tests {
         assert_eq!(verify(&[b"new"], None, "/callbacks/a?x=1", body, now), Err(Refusal::Missing));
     }
 
+    /// The published vector's `callback` entry: what Gatehouse sends to a relay, which the clients'
+    /// verifiers are tested against too.
+    #[test]
+    fn the_published_callback_vector_signs_and_verifies() {
+        #[derive(serde::Deserialize)]
+        struct Published {
+            callback: Vector,
+        }
+        #[derive(serde::Deserialize)]
+        struct Vector {
+            secret: String,
+            timestamp: u64,
+            nonce: String,
+            url: String,
+            target: String,
+            body: String,
+            header: String,
+        }
+        let published: Published = match serde_json::from_str(include_str!("../../../openapi/signing-test-vector.json")) {
+            Ok(published) => published,
+            Err(e) => panic!("openapi/signing-test-vector.json: {e}"),
+        };
+        let v = published.callback;
+        let secret = v.secret.as_bytes();
+        assert_eq!(sign_with_each(&[secret], &v.url, v.timestamp, &v.nonce, v.body.as_bytes()), v.header);
+        let signed = verify(&[secret], Some(&v.header), &v.target, v.body.as_bytes(), v.timestamp);
+        assert_eq!(signed.map(|s| s.nonce), Ok(v.nonce));
+    }
+
     #[test]
     fn gates_fail_closed() {
         assert_eq!(RelayDecision::at_gate(Some(200), br#"{"continue": true}"#), RelayDecision::Continue);

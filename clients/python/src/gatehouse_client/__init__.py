@@ -38,7 +38,7 @@ from .errors import (
     error_from_answer,
 )
 from .receiver import Callback, callback_asgi_app, make_callback_handler
-from .signature import CALLBACK_KIND_HEADER, SIGNATURE_HEADER, sign_callback, verify_callback
+from .signature import CALLBACK_KIND_HEADER, SIGNATURE_HEADER, TENANT_HEADER, SpentNonces, sign_callback, verify_callback
 
 __all__ = [
     "OPERATIONS", "Answer", "is_tool_call", "AsyncGatehouse", "Gatehouse", "ERROR_CLASSES", "ERROR_CODES",
@@ -50,6 +50,6 @@ __all__ = [
     "ToolUnavailableError", "UnauthorizedError",
     "UnknownFunctionError", "UnsupportedMediaTypeError", "ValidationFailedError", "error_from_answer",
     "Callback", "callback_asgi_app", "make_callback_handler", "CALLBACK_KIND_HEADER", "SIGNATURE_HEADER",
-    "sign_callback", "verify_callback",
+    "sign_callback", "verify_callback", "SpentNonces", "TENANT_HEADER",
 ]
 __version__ = "0.1.0"

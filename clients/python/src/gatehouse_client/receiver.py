@@ -1,6 +1,7 @@
 """Receiving Gatehouse's callbacks: a handler class for the standard library's ``http.server`` and
-an ASGI application, both checking ``X-Gatehouse-Signature`` with ``verify_callback`` before the
-relay's code sees a byte of the body."""
+an ASGI application, both checking ``X-Gatehouse-Signature`` with ``verify_callback`` (over the
+path the callback came to, spending its nonce once) before the relay's code sees a byte of the
+body. Behind a proxy that rewrites the path, pass ``public_path``: the path Gatehouse posts to."""
 
 from __future__ import annotations
 
@@ -10,18 +11,19 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Sequence, Tuple, Type, Union
 
-from .signature import Bytes, verify_callback
+from .signature import Bytes, SpentNonces, verify_callback
 
 
 @dataclass
 class Callback:
     """A verified callback: its kind (``progress``, ``checkpoint``, ``completion``), the parsed body,
-    the raw bytes and the request headers."""
+    the raw bytes, the request headers and the path (and query) it was verified for."""
 
     kind: str
     body: Dict[str, Any]
     raw: bytes
     headers: Mapping[str, str]
+    target: str = ""
 
 
 Answer = Optional[Dict[str, Any]]
@@ -40,9 +42,11 @@ def _kind(headers: Mapping[str, str], body: Dict[str, Any]) -> str:
     return "completion"
 
 
-def _check(secret: Any, tolerance: int, headers: Mapping[str, str], raw: bytes) -> Tuple[int, Optional[Dict[str, Any]], Optional[Callback]]:
+def _check(
+    secret: Any, tolerance: int, nonces: SpentNonces, headers: Mapping[str, str], target: str, raw: bytes
+) -> Tuple[int, Optional[Dict[str, Any]], Optional[Callback]]:
     """(status, answer-or-None, Callback-or-None)."""
-    if not verify_callback(secret, headers.get("x-gatehouse-signature"), raw, tolerance):
+    if not verify_callback(secret, headers.get("x-gatehouse-signature"), target, raw, tolerance, nonces=nonces):
         return 401, {"error": "bad signature"}, None
     try:
         body = json.loads(raw)
@@ -50,7 +54,16 @@ def _check(secret: Any, tolerance: int, headers: Mapping[str, str], raw: bytes) 
             raise ValueError("not an object")
     except ValueError:
         return 400, {"error": "not JSON"}, None
-    return 200, None, Callback(_kind(headers, body), body, raw, headers)
+    return 200, None, Callback(_kind(headers, body), body, raw, headers, target)
+
+
+def _target(scope: Dict[str, Any]) -> str:
+    """The path and query as the request line had them: ``raw_path`` is the path before any mount
+    point was taken off (``path`` alone), as the signature saw it."""
+    raw_path = scope.get("raw_path")
+    path = raw_path.decode("latin-1") if isinstance(raw_path, bytes) else scope.get("root_path", "") + scope.get("path", "")
+    query = scope.get("query_string", b"")
+    return f"{path}?{query.decode('latin-1')}" if query else path
 
 
 def make_callback_handler(
@@ -60,10 +73,14 @@ def make_callback_handler(
     tolerance: int = 300,
     on_rejected: Optional[Callable[[str], None]] = None,
     max_body_bytes: int = 1 << 20,
+    nonces: Optional[SpentNonces] = None,
+    public_path: Optional[str] = None,
 ) -> Type[BaseHTTPRequestHandler]:
     """A ``BaseHTTPRequestHandler`` class for ``http.server.ThreadingHTTPServer``: every POST is
     verified, then handed to ``on_callback``; a forged, tampered or replayed one is answered 401
-    and never reaches it. ``secret`` may be a list while it is rotated."""
+    and never reaches it. ``secret`` may be a list while it is rotated. ``nonces`` is where spent
+    nonces are kept (one :class:`SpentNonces` per handler class by default)."""
+    spent = nonces or SpentNonces()
 
     class GatehouseCallbackHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -86,7 +103,7 @@ def make_callback_handler(
                 return
             raw = self.rfile.read(length)
             headers = {k.lower(): v for k, v in self.headers.items()}
-            status, answer, callback = _check(secret, tolerance, headers, raw)
+            status, answer, callback = _check(secret, tolerance, spent, headers, public_path or self.path, raw)
             if callback is None:
                 if on_rejected:
                     on_rejected("signature" if status == 401 else "not JSON")
@@ -107,9 +124,12 @@ def callback_asgi_app(
     tolerance: int = 300,
     on_rejected: Optional[Callable[[str], None]] = None,
     max_body_bytes: int = 1 << 20,
+    nonces: Optional[SpentNonces] = None,
+    public_path: Optional[str] = None,
 ) -> Callable[..., Awaitable[None]]:
     """The same as an ASGI application (mount it under Starlette, FastAPI, or serve it with any
     ASGI server). ``on_callback`` may be a coroutine function."""
+    spent = nonces or SpentNonces()
 
     async def app(scope: Dict[str, Any], receive: Callable[[], Awaitable[Dict[str, Any]]], send: Callable[[Dict[str, Any]], Awaitable[None]]) -> None:
         if scope["type"] != "http":
@@ -138,7 +158,7 @@ def callback_asgi_app(
                 break
         raw = b"".join(chunks)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        status, answer, callback = _check(secret, tolerance, headers, raw)
+        status, answer, callback = _check(secret, tolerance, spent, headers, public_path or _target(scope), raw)
         if callback is None:
             if on_rejected:
                 on_rejected("signature" if status == 401 else "not JSON")
