@@ -68,3 +68,39 @@ def test_malformed_headers_are_refused_never_raised_on():
         assert verify_callback("whsec", header, PATH, BODY, 300, now=NOW) is False, header
     header = sign_callback("whsec", PATH, BODY, NOW, NONCE)
     assert not verify_callback("whsec", header[:-2], PATH, BODY, 300, now=NOW)
+
+
+def test_a_relay_serving_several_tenants_picks_the_secret_by_the_tenant_header():
+    import asyncio
+
+    from gatehouse_client import callback_asgi_app
+
+    received, rejected = [], []
+    app = callback_asgi_app({"acme": "acme-secret", "globex": ["globex-new", "globex-old"]}, received.append,
+                            on_rejected=rejected.append)
+
+    def deliver(tenant, secret, payload_tenant=None):
+        raw = json.dumps({"tool_call_id": "tc_0123456789ab", "tenant": payload_tenant or tenant}).encode()
+        headers = [(b"x-gatehouse-signature", sign_callback(secret, PATH, raw).encode()), (b"x-gatehouse-callback", b"completion")]
+        if tenant is not None:
+            headers.append((b"x-gatehouse-tenant", tenant.encode()))
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": raw}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": PATH, "raw_path": PATH.encode(), "query_string": b"", "headers": headers}
+        asyncio.run(app(scope, receive, send))
+        return sent[0]["status"]
+
+    assert deliver("acme", "acme-secret") == 200
+    assert deliver("globex", "globex-old") == 200, "either secret of a rotation"
+    assert deliver("acme", "globex-new") == 401, "another tenant's secret"
+    assert deliver("globex", "acme-secret") == 401
+    assert deliver("initech", "acme-secret") == 401, "a tenant the relay does not serve"
+    assert deliver(None, "acme-secret") == 401, "no tenant named"
+    assert deliver("acme", "acme-secret", payload_tenant="globex") == 401, "the payload names another tenant"
+    assert [c.body["tenant"] for c in received] == ["acme", "globex"] and len(rejected) == 5

@@ -1,11 +1,14 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { CALLBACK_KIND_HEADER, SIGNATURE_HEADER, SpentNonces, verifyCallback } from "./signature.js";
+import { CALLBACK_KIND_HEADER, SIGNATURE_HEADER, SpentNonces, TENANT_HEADER, verifyCallback } from "./signature.js";
 import type { Callback, CheckpointCallback, CompletionCallback, ProgressCallback, RelayAnswer } from "./types.js";
+
+type Secret = string | Uint8Array | Array<string | Uint8Array>;
 
 export interface CallbackHandlerOptions {
   /** The tenant's callback secret (`gatehouse tenants callbacks ID --show-secret`), or several
-   * while it is rotated. */
-  secret: string | Uint8Array | Array<string | Uint8Array>;
+   * while it is rotated; for a relay serving several tenants, each tenant's by its id: the
+   * callback's `X-Gatehouse-Tenant` picks one, and the signed payload must name the same tenant. */
+  secret: Secret | Record<string, Secret>;
   /** The replay window, in seconds (default 300). */
   toleranceSeconds?: number;
   /** Largest body read, in bytes (default 1 MiB). */
@@ -63,7 +66,11 @@ export function createCallbackHandler(options: CallbackHandlerOptions): (request
         const header = request.headers[SIGNATURE_HEADER];
         const signature = Array.isArray(header) ? header.join(",") : header;
         const target = options.publicPath ?? request.url ?? "/";
-        if (!verifyCallback(options.secret, signature, target, raw, { toleranceSeconds: options.toleranceSeconds, nonces })) {
+        const tenantHeader = request.headers[TENANT_HEADER];
+        const tenant = Array.isArray(tenantHeader) ? tenantHeader[0] : tenantHeader;
+        const byTenant = isSecretsByTenant(options.secret);
+        const secret = byTenant ? (tenant !== undefined && Object.hasOwn(byTenant, tenant) ? byTenant[tenant] : undefined) : options.secret;
+        if (secret === undefined || !verifyCallback(secret as Secret, signature, target, raw, { toleranceSeconds: options.toleranceSeconds, nonces })) {
           options.onRejected?.("signature", request);
           reply(response, 401, { error: "bad signature" });
           return;
@@ -74,6 +81,11 @@ export function createCallbackHandler(options: CallbackHandlerOptions): (request
         } catch {
           options.onRejected?.("not JSON", request);
           reply(response, 400, { error: "not JSON" });
+          return;
+        }
+        if (byTenant && (body as { tenant?: unknown } | null)?.tenant !== tenant) {
+          options.onRejected?.("signature", request);
+          reply(response, 401, { error: "bad signature" });
           return;
         }
         const kindHeader = request.headers[CALLBACK_KIND_HEADER];
@@ -91,6 +103,10 @@ export function createCallbackHandler(options: CallbackHandlerOptions): (request
       })();
     });
   };
+}
+
+function isSecretsByTenant(secret: Secret | Record<string, Secret>): Record<string, Secret> | undefined {
+  return typeof secret === "string" || Array.isArray(secret) || secret instanceof Uint8Array ? undefined : secret;
 }
 
 function inferKind(body: unknown): string {

@@ -67,3 +67,36 @@ test("malformed headers are refused, never thrown on", () => {
   const header = signCallback("whsec", path, body, now, nonce);
   assert.ok(!verifyCallback("whsec", header.slice(0, -2), path, body, at(now)), "a truncated nonce");
 });
+
+test("a relay serving several tenants picks the secret by the tenant header", async () => {
+  const { createCallbackHandler } = await import("gatehouse-client");
+  const { createServer } = await import("node:http");
+  const received = [];
+  const handler = createCallbackHandler({
+    secret: { acme: "acme-secret", globex: ["globex-new", "globex-old"] },
+    onCallback: (callback) => void received.push(callback),
+  });
+  const server = createServer(handler);
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${server.address().port}${path}`;
+  const deliver = async (tenant, secret, payloadTenant = tenant) => {
+    const raw = JSON.stringify({ tool_call_id: "tc_0123456789ab", tenant: payloadTenant });
+    const headers = { "Content-Type": "application/json", "X-Gatehouse-Callback": "completion", "X-Gatehouse-Signature": signCallback(secret, path, raw) };
+    if (tenant !== undefined) headers["X-Gatehouse-Tenant"] = tenant;
+    return (await fetch(url, { method: "POST", body: raw, headers })).status;
+  };
+  try {
+    assert.equal(await deliver("acme", "acme-secret"), 200);
+    assert.equal(await deliver("globex", "globex-old"), 200, "either secret of a rotation");
+    assert.equal(await deliver("acme", "globex-new"), 401, "another tenant's secret");
+    assert.equal(await deliver("globex", "acme-secret"), 401);
+    assert.equal(await deliver("initech", "acme-secret"), 401, "a tenant the relay does not serve");
+    assert.equal(await deliver("toString", "acme-secret"), 401, "not a property of the object");
+    assert.equal(await deliver(undefined, "acme-secret"), 401, "no tenant named");
+    assert.equal(await deliver("acme", "acme-secret", "globex"), 401, "the payload names another tenant");
+    assert.deepEqual(received.map((c) => c.body.tenant), ["acme", "globex"]);
+  } finally {
+    server.closeAllConnections?.();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});

@@ -42,11 +42,19 @@ def _kind(headers: Mapping[str, str], body: Dict[str, Any]) -> str:
     return "completion"
 
 
+Secrets = Union[Bytes, Sequence[Bytes], Mapping[str, Union[Bytes, Sequence[Bytes]]]]
+"""A tenant's callback secret (or several while it is rotated), or, for a relay serving several
+tenants, each tenant's by its id: the callback's ``X-Gatehouse-Tenant`` picks one, and the signed
+payload must name the same tenant."""
+
+
 def _check(
-    secret: Any, tolerance: int, nonces: SpentNonces, headers: Mapping[str, str], target: str, raw: bytes
+    secret: Secrets, tolerance: int, nonces: SpentNonces, headers: Mapping[str, str], target: str, raw: bytes
 ) -> Tuple[int, Optional[Dict[str, Any]], Optional[Callback]]:
     """(status, answer-or-None, Callback-or-None)."""
-    if not verify_callback(secret, headers.get("x-gatehouse-signature"), target, raw, tolerance, nonces=nonces):
+    tenant = headers.get("x-gatehouse-tenant")
+    keys = secret.get(tenant or "") if isinstance(secret, Mapping) else secret
+    if keys is None or not verify_callback(keys, headers.get("x-gatehouse-signature"), target, raw, tolerance, nonces=nonces):
         return 401, {"error": "bad signature"}, None
     try:
         body = json.loads(raw)
@@ -54,6 +62,8 @@ def _check(
             raise ValueError("not an object")
     except ValueError:
         return 400, {"error": "not JSON"}, None
+    if isinstance(secret, Mapping) and body.get("tenant") != tenant:
+        return 401, {"error": "bad signature"}, None
     return 200, None, Callback(_kind(headers, body), body, raw, headers, target)
 
 
@@ -67,7 +77,7 @@ def _target(scope: Dict[str, Any]) -> str:
 
 
 def make_callback_handler(
-    secret: Union[Bytes, Sequence[Bytes]],
+    secret: Secrets,
     on_callback: Callable[[Callback], Answer],
     *,
     tolerance: int = 300,
@@ -78,7 +88,8 @@ def make_callback_handler(
 ) -> Type[BaseHTTPRequestHandler]:
     """A ``BaseHTTPRequestHandler`` class for ``http.server.ThreadingHTTPServer``: every POST is
     verified, then handed to ``on_callback``; a forged, tampered or replayed one is answered 401
-    and never reaches it. ``secret`` may be a list while it is rotated. ``nonces`` is where spent
+    and never reaches it. ``secret`` may be a list while it is rotated, or a mapping of tenant ids to
+    secrets for a relay serving several tenants. ``nonces`` is where spent
     nonces are kept (one :class:`SpentNonces` per handler class by default)."""
     spent = nonces or SpentNonces()
 
@@ -118,7 +129,7 @@ def make_callback_handler(
 
 
 def callback_asgi_app(
-    secret: Union[Bytes, Sequence[Bytes]],
+    secret: Secrets,
     on_callback: Callable[[Callback], Union[Answer, Awaitable[Answer]]],
     *,
     tolerance: int = 300,
