@@ -111,8 +111,8 @@ def verify_callback(
     keys = [secret] if isinstance(secret, (str, bytes, bytearray, memoryview)) else list(secret)
     ok = False
     # Every candidate is compared, whatever matched before, so the time taken does not say which.
-    for key in keys:
-        expected = _mac(key, timestamp, nonce, target, raw_body)
+    for candidate in keys:
+        expected = _mac(candidate, timestamp, nonce, target, raw_body)
         for signature in signatures:
             if hmac.compare_digest(signature, expected):
                 ok = True
