@@ -259,8 +259,14 @@ impl Received {
     /// Whether the signature verifies with `secret`, as a relay holding it would check.
     pub fn verifies_with(&self, secret: &str) -> bool {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        gatehouse_domain::callback::verify(&[secret.as_bytes()], self.signature.as_deref(), &self.target, &self.raw_body, now)
-            .is_ok()
+        gatehouse_domain::callback::verify(
+            &[secret.as_bytes()],
+            self.signature.as_deref(),
+            &self.target,
+            &self.raw_body,
+            now,
+        )
+        .is_ok()
     }
 }
 

@@ -221,7 +221,8 @@ mod tests {
             body: String,
             header: String,
         }
-        let published: Published = match serde_json::from_str(include_str!("../../../openapi/signing-test-vector.json")) {
+        let published: Published = match serde_json::from_str(include_str!("../../../openapi/signing-test-vector.json"))
+        {
             Ok(published) => published,
             Err(e) => panic!("openapi/signing-test-vector.json: {e}"),
         };

@@ -53,7 +53,11 @@ mod tests {
         let later = token.replacen(".1000.", ".2000.", 1);
         assert_eq!(open(b"secret", "state", &later, 2_010, 3600), None, "its time is sealed");
         let other = seal(b"secret", "state", "checkpoint|tc_2|send_email", 1_000);
-        let spliced = format!("{}.{}", other.split_once('.').map(|p| p.0).unwrap_or_default(), token.split_once('.').map(|p| p.1).unwrap_or_default());
+        let spliced = format!(
+            "{}.{}",
+            other.split_once('.').map(|p| p.0).unwrap_or_default(),
+            token.split_once('.').map(|p| p.1).unwrap_or_default()
+        );
         assert_eq!(open(b"secret", "state", &spliced, 1_010, 3600), None, "another payload");
         assert_eq!(open(b"secret", "state", "not a token", 1_010, 3600), None);
     }

@@ -1,5 +1,6 @@
 use gatehouse_domain::contract::{
-    self as contract, Checkpoint, Discarded, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal, ToolRequest, Validated,
+    self as contract, Checkpoint, Discarded, Executed, Operation, Prepared, Summary, ToolDescription, ToolRefusal,
+    ToolRequest, Validated,
 };
 use gatehouse_domain::{ApiError, FieldProblem, SessionOf};
 use gatehouse_http::{Access, Component, IncomingRequest, Params, Reply, Request, ResponseOutparam, Router};

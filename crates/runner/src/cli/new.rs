@@ -96,7 +96,10 @@ pub(crate) fn run(command: NewCommand) -> Result<()> {
     match tool.language {
         Language::Rust => println!("  gatehouse tools check --through http://127.0.0.1:3000 {component}"),
         Language::Python | Language::TypeScript => {
-            println!("  gatehouse tools check {}", gatehouse_domain::contract::tool_host_url("http://127.0.0.1:3000", &component))
+            println!(
+                "  gatehouse tools check {}",
+                gatehouse_domain::contract::tool_host_url("http://127.0.0.1:3000", &component)
+            )
         }
     }
     Ok(())
