@@ -13,6 +13,7 @@ import type {
   CallPage,
   CallQuery,
   CallbackAttempts,
+  OutcomeTold,
   KeyGrant,
   ExecutionPage,
   ExecutionQuery,
@@ -266,6 +267,25 @@ export class Gatehouse {
     return (await this.send<CallPage>({ method: "GET", path: "/voice-tools/calls", query: { ...query }, retry: "idempotent", options })).body;
   }
 
+  /**
+   * `POST /voice-tools/calls/{id}/outcome-told`: marks, once per call, that the caller was told the
+   * settled call's outcome; speak it only when the answer's `first` is true. A key is generated
+   * when none is given, so a mark whose answer was lost is sent again and still learns that it is
+   * this request's.
+   */
+  async markOutcomeTold(id: string, options?: CreateOptions): Promise<OutcomeTold> {
+    const idempotencyKey = options?.idempotencyKey ?? `gh-${randomUUID()}`;
+    return (
+      await this.send<OutcomeTold>({
+        method: "POST",
+        path: `/voice-tools/calls/${enc(id)}/outcome-told`,
+        headers: { "Idempotency-Key": idempotencyKey },
+        retry: "idempotent",
+        options,
+      })
+    ).body;
+  }
+
   /** `GET /voice-tools/calls/{id}/callbacks`: every attempt to deliver the call's callbacks. */
   async listCallbackAttempts(id: string, options?: RequestOptions): Promise<CallbackAttempts> {
     return (
@@ -450,6 +470,7 @@ export const OPERATIONS = {
   toolStats: { method: "GET", path: "/voice-tools/tools/{name}/stats" },
   listToolCalls: { method: "GET", path: "/voice-tools/calls" },
   listCallbackAttempts: { method: "GET", path: "/voice-tools/calls/{id}/callbacks" },
+  markOutcomeTold: { method: "POST", path: "/voice-tools/calls/{id}/outcome-told" },
   getKey: { method: "GET", path: "/voice-tools/key" },
   queryVectorDb: { method: "POST", path: "/query-vector-db" },
   executeGmail: { method: "POST", path: "/execute-gmail" },

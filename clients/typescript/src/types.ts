@@ -379,6 +379,12 @@ export interface CallbackAttempts {
   tool_call_id: ToolCallId;
   callbacks: CallbackAttempt[];
 }
+/** `POST /voice-tools/calls/{id}/outcome-told`: `first` says whether the mark is this request's. */
+export interface OutcomeTold {
+  tool_call_id: ToolCallId;
+  status: "COMPLETED" | "FAILED" | "CANCELLED" | "EXPIRED";
+  first: boolean;
+}
 export interface ExecutionQuery {
   limit?: number;
   outcome?: ExecutionOutcome;

@@ -15,7 +15,15 @@
  *
  * Every answer is a sentence the model can speak. When Gatehouse cannot be reached the sentence
  * says so and that nothing was done.
+ *
+ * Three rules hold for the caller (docs/architecture.md, "Voice sessions"): a checkpoint is
+ * answered only after its question was spoken in this session, and a late answer to a step the
+ * call has moved past is not spoken; a function call gets its sentence within `deadlineSeconds`
+ * (with a filler line after `fillerAfterSeconds`), whatever Gatehouse does; and `pickUp()`, after
+ * a relay restart, asks the waiting checkpoint's question, follows a running call, and speaks
+ * the outcome of a call that settled while no relay was there, once across relays.
  */
+import { randomBytes } from "node:crypto";
 import type { Gatehouse } from "./client.js";
 import { GatehouseConnectionError, GatehouseError, NotFoundError, ValidationFailedError } from "./errors.js";
 import type { CancelRequest, ModifyRequest, Parameters, PendingCall, ToolCall, ToolCallId } from "./types.js";
@@ -28,6 +36,24 @@ export const PENDING = "pending_calls";
 /** What the model is told when Gatehouse does not answer: the truth, and that nothing was done. */
 export const UNREACHABLE =
   "I can't reach the system that does that right now, so nothing has been done. Please try again in a moment.";
+
+/** What the model is told when a confirmation, correction or cancellation outlives the deadline:
+ * it may have arrived, so nothing is claimed either way; the outcome is spoken when it comes. */
+export const UNSURE =
+  "The system is slow to answer, so I can't tell yet whether that went through. I'll say as soon as I know.";
+
+/** Spoken when a request that outlived the deadline finally failed to reach Gatehouse. */
+export const STILL_UNREACHABLE = "I still can't reach the system, so I can't tell whether that went through.";
+
+/** A yes to a call at its checkpoint whose question the caller has not heard: the question comes first. */
+export const ASKING =
+  "The caller hasn't heard the final question yet; it is being asked now. Wait for their answer before going ahead.";
+
+/** A late answer to an earlier step of a call that has moved past it: not to be spoken. */
+export const OVERTAKEN = "(Already handled: the caller has since heard what happened. Say nothing about this.)";
+
+/** The default filler line, spoken while a function call waits on Gatehouse. */
+export const FILLER = "One moment.";
 
 /** A function to offer the model: its name, what it does, and its parameters (JSON Schema). */
 export interface VoiceFunction {
@@ -98,6 +124,13 @@ export interface VoiceSessionOptions {
   followSeconds?: number;
   /** The same action proposed again this soon after an identical completed one is that one. */
   repeatWindowSeconds?: number;
+  /** When the filler line is spoken while a function call waits on Gatehouse (0.8 s; null: never). */
+  fillerAfterSeconds?: number | null;
+  /** The filler line ("One moment."). */
+  filler?: string;
+  /** When the model gets its sentence whatever Gatehouse does (4 s): a phone call's deadline,
+   * not the client's generic timeouts (docs/openai-realtime.md, "Deadlines"). */
+  deadlineSeconds?: number;
 }
 
 export class VoiceSession {
@@ -108,6 +141,18 @@ export class VoiceSession {
   private readonly followMs: number;
   private readonly repeatWindowMs: number;
   private readonly following = new Map<ToolCallId, AbortController>();
+  private readonly fillerAfterMs: number | null;
+  private readonly filler: string;
+  private readonly deadlineMs: number;
+  /** Calls whose checkpoint question the caller heard in this session. */
+  private readonly asked = new Set<ToolCallId>();
+  /** By call: how many times this session spoke of it or acted on it, so an answer that comes
+   * back after something else happened to the call knows it was overtaken. */
+  private readonly moves = new Map<ToolCallId, number>();
+  /** This session's own key for outcome marks, so its retry after a lost answer is still first. */
+  private readonly teller = randomBytes(8).toString("hex");
+  /** Set by `close()`: what is still in flight then is not spoken of. */
+  private closed = false;
 
   constructor(options: VoiceSessionOptions) {
     this.client = options.client;
@@ -116,6 +161,10 @@ export class VoiceSession {
     this.waitSeconds = Math.min(options.waitSeconds ?? 25, 30);
     this.followMs = (options.followSeconds ?? 600) * 1000;
     this.repeatWindowMs = (options.repeatWindowSeconds ?? 300) * 1000;
+    const fillerAfter = options.fillerAfterSeconds === undefined ? 0.8 : options.fillerAfterSeconds;
+    this.fillerAfterMs = fillerAfter === null ? null : fillerAfter * 1000;
+    this.filler = options.filler ?? FILLER;
+    this.deadlineMs = (options.deadlineSeconds ?? 4) * 1000;
   }
 
   /** Every available tool Gatehouse lists (its own parameters schema), then the session's functions. */
@@ -139,6 +188,73 @@ export class VoiceSession {
     } catch (bad) {
       return `That request was malformed (${(bad as Error).message}); nothing was done.`;
     }
+    return this.withinDeadline(name, parsed, callId, this.answer(name, parsed, callId));
+  }
+
+  /**
+   * `work`'s sentence, or, when Gatehouse has not answered within the deadline, a true one: a read
+   * or a proposal said not done (a proposal that lands later is withdrawn by its key, so no later
+   * yes confirms what the caller was told was not done); a confirmation, correction or
+   * cancellation said not known yet, and what it finally comes to spoken. A filler line is
+   * spoken while the caller waits.
+   */
+  async withinDeadline(name: string, parsed: Parameters, callId: string, work: Promise<string>): Promise<string> {
+    let settled = false;
+    const fillerTimer =
+      this.speak !== undefined && this.fillerAfterMs !== null && this.fillerAfterMs < this.deadlineMs
+        ? setTimeout(() => {
+            if (!settled && !this.closed) void Promise.resolve(this.speak?.(this.filler)).catch(() => undefined);
+          }, this.fillerAfterMs)
+        : undefined;
+    let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      deadlineTimer = setTimeout(() => resolve(undefined), this.deadlineMs);
+    });
+    try {
+      const sentence = await Promise.race([work, late]);
+      if (sentence !== undefined) return sentence;
+    } finally {
+      settled = true;
+      clearTimeout(fillerTimer);
+      clearTimeout(deadlineTimer);
+    }
+    console.warn(`gatehouse voice: Gatehouse did not answer ${name} within ${this.deadlineMs} ms`);
+    if (name === PENDING) return UNREACHABLE;
+    if (name !== CONFIRM && name !== CHANGE && name !== CANCEL) {
+      void work.finally(() => this.withdraw(name, parsed, callId)).catch(() => undefined);
+      return UNREACHABLE;
+    }
+    void work.then(async (sentence) => {
+      if (this.speak === undefined || this.closed) return;
+      if (sentence === UNREACHABLE) await this.speak(STILL_UNREACHABLE);
+      else if (sentence !== OVERTAKEN && sentence !== ASKING) await this.speak(sentence);
+    });
+    return UNSURE;
+  }
+
+  /**
+   * After a relay (re)starts on a conversation: asks the question of each call waiting at its
+   * checkpoint, follows each running call to its outcome, and speaks the outcome of each call
+   * that settled within `followSeconds` and whose outcome no relay has told (once, across
+   * relays). Answers what is waiting, for the framework's conversation state; throws if the
+   * session cannot be read.
+   */
+  async pickUp(): Promise<string> {
+    const context = await this.client.getSessionCalls(this.sessionId);
+    for (const open of context.pending) {
+      if (open.status === "PREPARED" || open.status === "EXECUTING") this.follow(open.tool_call_id);
+    }
+    const now = Date.now();
+    for (const settled of context.recent) {
+      const recent = now - Date.parse(settled.created_at) <= this.followMs;
+      if (recent && (settled.status === "COMPLETED" || settled.status === "FAILED" || settled.status === "EXPIRED")) {
+        this.follow(settled.tool_call_id);
+      }
+    }
+    return waiting(context.pending);
+  }
+
+  private async answer(name: string, parsed: Parameters, callId: string): Promise<string> {
     switch (name) {
       case CONFIRM:
         return this.answering(() => this.confirm(stringOrUndefined(parsed.tool_call_id)));
@@ -214,11 +330,25 @@ export class VoiceSession {
     }
   }
 
-  /** The caller said yes: a PENDING call is confirmed, a call at its checkpoint goes ahead. */
+  /**
+   * The caller said yes: a PENDING call is confirmed, a call at its checkpoint goes ahead, but
+   * only once the checkpoint's question was spoken in this session; before that, the question is
+   * asked and nothing goes ahead.
+   */
   async confirm(toolCallId?: ToolCallId): Promise<string> {
     const target = await this.openCall(toolCallId);
     if (target === undefined) return "There is nothing waiting for the caller's yes.";
     const id = target.tool_call_id;
+    if (target.status === "PREPARED" && !this.asked.has(id)) {
+      if (this.speak === undefined) {
+        const question = questionOf(await this.client.getToolCall(id));
+        this.asked.add(id);
+        return `${question} (Read this to the caller and wait for their answer.)`;
+      }
+      this.follow(id);
+      return ASKING;
+    }
+    const moves = this.move(id);
     let message: string | undefined;
     if (target.status === "PENDING") {
       message = messageOf(await this.client.confirmToolCall(id));
@@ -229,7 +359,15 @@ export class VoiceSession {
       return "That is already under way; I'll say how it went.";
     }
     this.follow(id);
+    if (this.moves.get(id) !== moves) return OVERTAKEN;
     return message ?? "Done; I'll let the caller know how it goes.";
+  }
+
+  /** Counts one more thing this session did or said about the call; answers the new count. */
+  private move(toolCallId: ToolCallId): number {
+    const moves = (this.moves.get(toolCallId) ?? 0) + 1;
+    this.moves.set(toolCallId, moves);
+    return moves;
   }
 
   /** The caller corrected a detail: the new read-back. */
@@ -248,15 +386,13 @@ export class VoiceSession {
     const target = await this.openCall(toolCallId);
     if (target === undefined) return "There is nothing waiting to cancel.";
     const request: CancelRequest = typeof reason === "string" && reason ? { reason: reason.slice(0, 200) } : {};
+    this.move(target.tool_call_id);
     return (await this.client.cancelToolCall(target.tool_call_id, request)).message;
   }
 
   /** What is waiting or running, one call per clause. */
   async pending(): Promise<string> {
-    const context = await this.client.getSessionCalls(this.sessionId);
-    if (context.pending.length === 0) return "Nothing is waiting.";
-    const lines = context.pending.map((call) => `${call.tool_call_id}: ${call.function_name} ${JSON.stringify(call.parameters)} (${call.status})`);
-    return `Waiting: ${lines.join("; ")}`;
+    return waiting((await this.client.getSessionCalls(this.sessionId)).pending);
   }
 
   /** The session's open calls, newest last. */
@@ -276,6 +412,7 @@ export class VoiceSession {
 
   /** Stops following the session's calls (they go on in Gatehouse). */
   close(): void {
+    this.closed = true;
     for (const stop of this.following.values()) stop.abort();
     this.following.clear();
   }
@@ -324,17 +461,45 @@ export class VoiceSession {
         continue;
       }
       const sentence = news(call);
-      if (sentence !== undefined && !signal.aborted) await this.speak?.(sentence);
+      if (sentence === undefined || signal.aborted) return;
+      if (call.status !== "PREPARED" && !(await this.firstToTell(toolCallId))) return;
+      this.move(toolCallId);
+      await this.speak?.(sentence);
+      if (call.status === "PREPARED") this.asked.add(toolCallId);
       return;
     }
   }
+
+  /**
+   * Whether this session is the one to speak a settled call's outcome: Gatehouse keeps one mark
+   * per call, so of two relays on the conversation (one restarted) only one speaks it. When the
+   * mark cannot be made the outcome is spoken anyway: heard twice is better than never.
+   */
+  private async firstToTell(toolCallId: ToolCallId): Promise<boolean> {
+    try {
+      return (await this.client.markOutcomeTold(toolCallId, { idempotencyKey: `voice:${this.teller}:${toolCallId}` })).first;
+    } catch (error) {
+      console.warn(`gatehouse voice: marking the outcome of ${toolCallId} as told: ${(error as Error).message}`);
+      return true;
+    }
+  }
+}
+
+function waiting(pending: PendingCall[]): string {
+  if (pending.length === 0) return "Nothing is waiting.";
+  const lines = pending.map((call) => `${call.tool_call_id}: ${call.function_name} ${JSON.stringify(call.parameters)} (${call.status})`);
+  return `Waiting: ${lines.join("; ")}`;
+}
+
+function questionOf(call: ToolCall): string {
+  return call.checkpoint?.message ?? call.summary ?? "It's ready. Shall I go ahead?";
 }
 
 /** What to tell the caller about a call that left EXECUTING; nothing for a cancelled call. */
 export function news(call: ToolCall): string | undefined {
   switch (call.status) {
     case "PREPARED":
-      return call.checkpoint?.message ?? call.summary ?? "It's ready. Shall I go ahead?";
+      return questionOf(call);
     case "COMPLETED":
       return call.voice_response ?? "Done.";
     case "FAILED":

@@ -1,8 +1,10 @@
-//! The reads of calls:
+//! The reads of calls, and the one mark a relay leaves on a call:
 //! - `GET /voice-tools/status/:id`: one call in full; a bounded long-poll under Prefer: wait=N;
 //! - `GET /voice-tools/calls?session_id=&function_name=&status=&limit=&cursor=`: every call,
 //!   newest first, a page at a time;
 //! - `GET /voice-tools/calls/:id/callbacks`: the callback attempts of one call;
+//! - `POST /voice-tools/calls/:id/outcome-told`: the relay's mark that the caller heard a settled
+//!   call's outcome, made once (docs/architecture.md, "Voice sessions");
 //! - `GET /voice-tools/key`: the key the request was made with (its tenant, prefix and scopes),
 //!   for a client such as the dashboard to show what it may do.
 
@@ -16,6 +18,7 @@ fn routes() -> Router<'static> {
         .get("/voice-tools/status/:id", Access::Key(Scope::CallsRead), status)
         .get("/voice-tools/calls", Access::Key(Scope::CallsRead), calls)
         .get("/voice-tools/calls/:id/callbacks", Access::Key(Scope::CallsRead), callbacks)
+        .post("/voice-tools/calls/:id/outcome-told", Access::Key(Scope::CallsWrite), outcome_told)
         .get("/voice-tools/key", Access::AnyKey, key)
 }
 
@@ -47,4 +50,11 @@ async fn callbacks(req: Request, params: Params) -> Result<Reply, ApiError> {
     gatehouse_http::require_no_body(&req)?;
     let id = params.call_id()?;
     Ok(gatehouse_rest::ok(&gatehouse_lifecycle::callback_attempts(&gatehouse_rest::ctx(&params)?, &id)?))
+}
+
+async fn outcome_told(req: Request, params: Params) -> Result<Reply, ApiError> {
+    gatehouse_http::require_no_body(&req)?;
+    let id = params.call_id()?;
+    let key = gatehouse_http::header_text(&req, "idempotency-key")?;
+    Ok(gatehouse_rest::ok(&gatehouse_lifecycle::mark_outcome_told(&gatehouse_rest::ctx(&params)?, &id, key)?))
 }

@@ -147,6 +147,17 @@ pub struct ListedCall {
     pub completed_at: Option<String>,
 }
 
+/// `POST /voice-tools/calls/:id/outcome-told`: the relay's mark that the caller heard a settled
+/// call's outcome. `first` is true for the one request that made the mark, so of two relays
+/// (one restarted mid-conversation) exactly one speaks it. Built by the database
+/// (`sql/calls/outcome_told.sql`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutcomeTold {
+    pub tool_call_id: ToolCallId,
+    pub status: Status,
+    pub first: bool,
+}
+
 /// `GET /voice-tools/calls/:id/callbacks`: every attempt to deliver the call's callbacks,
 /// oldest first. Built by the database (`sql/audit/callbacks.sql`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -414,6 +425,11 @@ mod tests {
             "next_cursor": "1763840000123456_tc_0123456789ac"
         }));
         round_trips::<CallsPage>(json!({"calls": [], "next_cursor": null}));
+    }
+
+    #[test]
+    fn an_outcome_told_says_whether_it_was_first() {
+        round_trips::<OutcomeTold>(json!({"tool_call_id": "tc_0123456789ab", "status": "COMPLETED", "first": true}));
     }
 
     #[test]

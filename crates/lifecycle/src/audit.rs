@@ -1,12 +1,13 @@
 //! The reads behind the dashboard: every call, newest first, a page at a time
 //! (`GET /voice-tools/calls`), and the callback attempts of one call
-//! (`GET /voice-tools/calls/:id/callbacks`).
+//! (`GET /voice-tools/calls/:id/callbacks`); and the relay's own mark on a call, that the caller
+//! was told its outcome (`POST /voice-tools/calls/:id/outcome-told`).
 
 use gatehouse_domain::{ApiError, Status, ToolCallId};
 use gatehouse_store::{CallCursor, CallFilter};
 
 use crate::tools::{invalid, one_of, page_limit};
-use crate::{CallbackAttempts, CallsPage, Ctx, rejection};
+use crate::{CallbackAttempts, CallsPage, Ctx, OutcomeTold, rejection};
 
 /// How many calls a page holds unless the client says otherwise, and at most.
 const DEFAULT_PAGE: u32 = 25;
@@ -56,4 +57,19 @@ pub fn list_calls(ctx: &Ctx, query: &CallsQuery) -> Result<CallsPage, ApiError> 
 /// status code, or why nothing came back).
 pub fn callback_attempts(ctx: &Ctx, id: &ToolCallId) -> Result<CallbackAttempts, ApiError> {
     gatehouse_store::callback_attempts(&*ctx.db()?, &ctx.grant()?.tenant, id)?.ok_or_else(|| rejection::not_found(id))
+}
+
+/// Marks that the caller was told the outcome of the settled call `id`, once (`OutcomeTold::first`
+/// says whether the mark is this request's: made now, or earlier under the same `key`, the
+/// request's Idempotency-Key). A call still open has no outcome to tell: 409 `invalid_state`,
+/// with its status.
+pub fn mark_outcome_told(ctx: &Ctx, id: &ToolCallId, key: Option<&str>) -> Result<OutcomeTold, ApiError> {
+    let key = crate::create::checked_idempotency_key(key)?;
+    let told: OutcomeTold = gatehouse_store::mark_outcome_told(&*ctx.db()?, &ctx.grant()?.tenant, id, key)?
+        .ok_or_else(|| rejection::not_found(id))?;
+    if !told.status.is_settled() {
+        let message = "That hasn't finished yet, so there is no outcome to tell.";
+        return Err(ApiError::invalid_state(message, told.tool_call_id, told.status));
+    }
+    Ok(told)
 }

@@ -62,11 +62,7 @@ pub async fn create(
             .with_field("parameters", "must be an object"));
     };
     gatehouse_domain::limits::check_parameters_size(parameters)?;
-    if let Some(key) = idempotency_key
-        && (key.is_empty() || key.chars().count() > 255)
-    {
-        return Err(ApiError::invalid_input("The Idempotency-Key header must be 1 to 255 characters."));
-    }
+    checked_idempotency_key(idempotency_key)?;
     let registry = config.registry()?;
     let entry = registry.resolve(function).ok_or_else(|| {
         ApiError::new(ErrorCode::UnknownFunction, format!("I don't have a tool called {function}."))
@@ -200,6 +196,16 @@ fn fingerprint(
         "callback_url": request.callback_url,
     });
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+}
+
+/// An `Idempotency-Key` header is 1 to 255 characters, on every route that takes one.
+pub(crate) fn checked_idempotency_key(key: Option<&str>) -> Result<Option<&str>, ApiError> {
+    match key {
+        Some(key) if key.is_empty() || key.chars().count() > 255 => {
+            Err(ApiError::invalid_input("The Idempotency-Key header must be 1 to 255 characters."))
+        }
+        key => Ok(key),
+    }
 }
 
 #[cfg(test)]

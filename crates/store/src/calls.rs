@@ -227,6 +227,7 @@ const CLAIM_OWED_REPORTS: &str = include_str!("sql/calls/claim_owed_reports.sql"
 const REPORTED: &str = include_str!("sql/calls/reported.sql");
 const CLAIM_OWED_DISCARDS: &str = include_str!("sql/calls/claim_owed_discards.sql");
 const DISCARDED: &str = include_str!("sql/calls/discarded.sql");
+const OUTCOME_TOLD: &str = include_str!("sql/calls/outcome_told.sql");
 
 /// Every statement above, for the one-row shape check in `rows.rs`.
 #[cfg(test)]
@@ -250,6 +251,7 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("sql/calls/reported.sql", REPORTED),
     ("sql/calls/claim_owed_discards.sql", CLAIM_OWED_DISCARDS),
     ("sql/calls/discarded.sql", DISCARDED),
+    ("sql/calls/outcome_told.sql", OUTCOME_TOLD),
 ];
 
 fn json(value: &impl Serialize) -> Result<ParameterValue, StoreError> {
@@ -329,6 +331,18 @@ pub fn get_call(
     tool_call_id: &ToolCallId,
 ) -> Result<Option<ToolCall>, StoreError> {
     optional(db, GET, &[id(tool_call_id), caller.tenant()])
+}
+
+/// Marks that the caller was told the outcome of `tenant`'s settled call, once: the answer says
+/// whether the mark is this request's (made now, or before with the same `key`). `None` when the
+/// tenant has no such call.
+pub fn mark_outcome_told<T: DeserializeOwned>(
+    db: &Connection,
+    tenant: &str,
+    tool_call_id: &ToolCallId,
+    key: Option<&str>,
+) -> Result<Option<T>, StoreError> {
+    optional(db, OUTCOME_TOLD, &[id(tool_call_id), text(tenant), crate::rows::optional_text(key)])
 }
 
 pub fn get_call_to_drive(db: &Connection, tool_call_id: &ToolCallId) -> Result<Option<CallToDrive>, StoreError> {

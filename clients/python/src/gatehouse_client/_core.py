@@ -32,6 +32,7 @@ OPERATIONS: Dict[str, Tuple[str, str, str]] = {
     "toolStats": ("GET", "/voice-tools/tools/{name}/stats", "tool_stats"),
     "listToolCalls": ("GET", "/voice-tools/calls", "list_tool_calls"),
     "listCallbackAttempts": ("GET", "/voice-tools/calls/{id}/callbacks", "list_callback_attempts"),
+    "markOutcomeTold": ("POST", "/voice-tools/calls/{id}/outcome-told", "mark_outcome_told"),
     "getKey": ("GET", "/voice-tools/key", "get_key"),
     "queryVectorDb": ("POST", "/query-vector-db", "query_vector_db"),
     "executeGmail": ("POST", "/execute-gmail", "execute_gmail"),

@@ -19,6 +19,7 @@ from .types import (
     ExecuteGmailAnswer,
     ExecuteGmailRequest,
     CallbackAttempts,
+    OutcomeTold,
     KeyGrant,
     CallPage,
     ExecutionPage,
@@ -167,6 +168,17 @@ class AsyncGatehouse:
         query = {"session_id": session_id, "function_name": function_name, "status": status, "limit": limit, "cursor": cursor}
         call = Call("GET", "/voice-tools/calls", IDEMPOTENT, query=query, traceparent=traceparent)
         return cast(CallPage, (await self._send(call)).body)
+
+    async def mark_outcome_told(
+        self, id: str, *, idempotency_key: Optional[str] = None, traceparent: Optional[str] = None
+    ) -> OutcomeTold:
+        """``POST /voice-tools/calls/{id}/outcome-told``: marks, once per call, that the caller was told
+        the settled call's outcome; speak it only when the answer's ``first`` is true. A key is
+        generated when none is given, so a mark whose answer was lost is sent again and still
+        learns that it is this request's."""
+        headers = {"Idempotency-Key": idempotency_key or new_idempotency_key()}
+        call = Call("POST", f"/voice-tools/calls/{quote(id)}/outcome-told", IDEMPOTENT, headers=headers, traceparent=traceparent)
+        return cast(OutcomeTold, (await self._send(call)).body)
 
     async def list_callback_attempts(self, id: str, *, traceparent: Optional[str] = None) -> CallbackAttempts:
         """``GET /voice-tools/calls/{id}/callbacks``: every attempt to deliver the call's callbacks."""

@@ -303,6 +303,15 @@ class CallbackAttempts(TypedDict):
     callbacks: List[CallbackAttempt]
 
 
+class OutcomeTold(TypedDict):
+    """``POST /voice-tools/calls/{id}/outcome-told``: ``first`` says whether the mark is this
+    request's, so this relay, and no other, speaks the outcome."""
+
+    tool_call_id: str
+    status: str
+    first: bool
+
+
 class ToolStats(TypedDict):
     tool: str
     window: str
@@ -394,7 +403,7 @@ SCHEMAS = {
     "ContextResponse": ContextResponse, "SessionContext": SessionContext,
     "SweepReport": SweepReport, "ToolList": ToolList, "ExecutionPage": ExecutionPage,
     "ToolStats": ToolStats, "CallPage": CallPage, "CallbackAttempt": CallbackAttempt,
-    "CallbackAttempts": CallbackAttempts, "ExecuteGmailRequest": ExecuteGmailRequest,
+    "CallbackAttempts": CallbackAttempts, "OutcomeTold": OutcomeTold, "ExecuteGmailRequest": ExecuteGmailRequest,
     "QueryVectorDbRequest": QueryVectorDbRequest, "ProgressCallback": ProgressCallback,
     "CheckpointCallback": CheckpointCallback, "CompletionCallback": CompletionCallback,
     "Health": Health, "Error": ErrorBody, "ToolFault": ToolFault,

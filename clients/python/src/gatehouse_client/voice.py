@@ -22,6 +22,19 @@ What the model gets:
 
 Every answer is a sentence the model can speak. When Gatehouse cannot be reached, the sentence
 says so and that nothing was done; a proposal that may have been made is found again by its key.
+
+Three rules hold for the caller (docs/architecture.md, "Voice sessions"):
+
+- **A checkpoint is answered only after its question was spoken** in this session: a yes to a call
+  waiting at its checkpoint whose question the caller has not heard asks the question (once) and
+  goes ahead with nothing. An answer to an earlier step that comes back after the call moved past
+  it (a slow confirm overtaken by the checkpoint's question) is not spoken.
+- **A deadline fit for a phone call**: a filler line after ``filler_after`` seconds, and after
+  ``deadline`` seconds the model gets a true sentence to speak (nothing was done, or it cannot yet
+  tell), whatever Gatehouse does; the request goes on in the background where that is safe.
+- **Pick up after a restart**: :meth:`VoiceSession.pick_up` asks the question of a call waiting at
+  its checkpoint, follows a running one, and speaks the outcome of one that settled while no relay
+  was there, once across relays (``POST /voice-tools/calls/{id}/outcome-told``).
 """
 
 from __future__ import annotations
@@ -29,9 +42,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Set, Union
 
 from .aio import AsyncGatehouse
 from .errors import GatehouseConnectionError, GatehouseError, NotFoundError, ValidationFailedError
@@ -49,6 +63,22 @@ PENDING = "pending_calls"
 
 UNREACHABLE = "I can't reach the system that does that right now, so nothing has been done. Please try again in a moment."
 """What the model is told when Gatehouse does not answer: the truth, and that nothing was done."""
+
+UNSURE = "The system is slow to answer, so I can't tell yet whether that went through. I'll say as soon as I know."
+"""What the model is told when a confirmation, correction or cancellation outlives the deadline: it
+may have arrived, so nothing is claimed either way; the outcome is spoken when it comes."""
+
+STILL_UNREACHABLE = "I still can't reach the system, so I can't tell whether that went through."
+"""Spoken when a request that outlived the deadline finally failed to reach Gatehouse."""
+
+ASKING = "The caller hasn't heard the final question yet; it is being asked now. Wait for their answer before going ahead."
+"""A yes to a call at its checkpoint whose question the caller has not heard: the question comes first."""
+
+OVERTAKEN = "(Already handled: the caller has since heard what happened. Say nothing about this.)"
+"""A late answer to an earlier step of a call that has moved past it: not to be spoken."""
+
+FILLER = "One moment."
+"""The default filler line, spoken while a function call waits on Gatehouse."""
 
 _CALL_ID = {"type": "string", "description": "The call's id, when more than one is waiting; the latest otherwise."}
 
@@ -107,7 +137,11 @@ class VoiceSession:
     after a function has answered: the checkpoint's question and the outcome. ``wait`` is each
     long-poll of a running call (at most 30 s), and a call is followed for at most
     ``follow_for`` seconds. The same action proposed again within ``repeat_window`` seconds of an
-    identical completed one is answered with that one's outcome rather than done twice."""
+    identical completed one is answered with that one's outcome rather than done twice.
+
+    ``filler_after`` (seconds, None for never) is when ``filler`` is spoken while a function call
+    waits on Gatehouse, and ``deadline`` when the model gets its answer whatever Gatehouse does:
+    for a phone call, not the client's generic timeouts (docs/livekit.md, "Deadlines")."""
 
     client: AsyncGatehouse
     session_id: str
@@ -115,7 +149,19 @@ class VoiceSession:
     wait: float = 25.0
     follow_for: float = 600.0
     repeat_window: float = 300.0
+    filler_after: Optional[float] = 0.8
+    filler: str = FILLER
+    deadline: float = 4.0
     _following: Dict[str, "asyncio.Task[None]"] = field(default_factory=dict, init=False, repr=False)
+    # Calls whose checkpoint question the caller heard in this session.
+    _asked: Set[str] = field(default_factory=set, init=False, repr=False)
+    # By call: how many times this session spoke of it or acted on it, so an answer that comes
+    # back after something else happened to the call knows it was overtaken.
+    _moves: Dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    # Requests that outlived their deadline, and filler lines being said: kept to be cancelled.
+    _background: Set["asyncio.Task[Any]"] = field(default_factory=set, init=False, repr=False)
+    # This session's own key for outcome marks, so its retry after a lost answer is still first.
+    _teller: str = field(default_factory=lambda: secrets.token_hex(8), init=False, repr=False)
 
     async def functions(self) -> List[Function]:
         """Every available tool Gatehouse lists, then the session's own functions. Raises
@@ -130,12 +176,44 @@ class VoiceSession:
 
     async def call(self, name: str, arguments: Union[str, Mapping[str, Any], None], call_id: str) -> str:
         """What the function call ``name`` (the model's ``arguments``, as JSON text or an object)
-        does, and the sentence for the model. ``call_id`` is the framework's id of this function
-        call: the same id is the same call."""
+        does, and the sentence for the model, within ``deadline`` seconds. ``call_id`` is the
+        framework's id of this function call: the same id is the same call."""
         try:
             parsed = _arguments(arguments)
         except ValueError as bad:
             return f"That request was malformed ({bad}); nothing was done."
+        loop = asyncio.get_running_loop()
+        work = loop.create_task(self._answer(name, parsed, call_id))
+        filler = None
+        if self.speak is not None and self.filler_after is not None and self.filler_after < self.deadline:
+            filler = loop.call_later(self.filler_after, self._say_filler, work)
+        try:
+            return await asyncio.wait_for(asyncio.shield(work), self.deadline)
+        except asyncio.TimeoutError:
+            return self._too_late(name, parsed, call_id, work)
+        finally:
+            if filler is not None:
+                filler.cancel()
+
+    async def pick_up(self) -> str:
+        """After a relay (re)starts on a conversation: asks the question of each call waiting at its
+        checkpoint, follows each running call to its outcome, and speaks the outcome of each call
+        that settled within ``follow_for`` seconds and whose outcome no relay has told (once, across
+        relays). Answers what is waiting, for the framework's conversation state (the model's
+        context); raises :class:`GatehouseConnectionError` or :class:`GatehouseError` if the
+        session cannot be read."""
+        context = await self.client.get_session_calls(self.session_id)
+        for open_call in context["pending"]:
+            if open_call["status"] in ("PREPARED", "EXECUTING"):
+                self._follow(open_call["tool_call_id"])
+        now = datetime.now(timezone.utc)
+        for settled in context["recent"]:
+            recent = (now - _instant(settled["created_at"])).total_seconds() <= self.follow_for
+            if recent and settled["status"] in ("COMPLETED", "FAILED", "EXPIRED"):
+                self._follow(settled["tool_call_id"])
+        return _waiting(context["pending"])
+
+    async def _answer(self, name: str, parsed: Dict[str, Any], call_id: str) -> str:
         try:
             if name == CONFIRM:
                 return await self._confirm(parsed.get("tool_call_id"))
@@ -157,6 +235,41 @@ class VoiceSession:
                 return UNREACHABLE
             return error.message
 
+    def _say_filler(self, work: "asyncio.Task[str]") -> None:
+        if not work.done() and self.speak is not None:
+            self._in_background(self.speak(self.filler))
+
+    def _too_late(self, name: str, parsed: Dict[str, Any], call_id: str, work: "asyncio.Task[str]") -> str:
+        """The sentence for a function call Gatehouse did not answer within the deadline. A read or
+        a proposal is stopped (a proposal that may have been made is withdrawn by its key, so no
+        later yes can confirm what the caller was told was not done); a confirmation, correction or
+        cancellation may already have arrived, so it goes on, and what it finally comes to is
+        spoken."""
+        log.warning("Gatehouse did not answer %s within %.1f s for session %s", name, self.deadline, self.session_id)
+        if name == PENDING:
+            work.cancel()
+            return UNREACHABLE
+        if name not in (CONFIRM, CHANGE, CANCEL):
+            work.cancel()
+            self._in_background(self.withdraw(name, parsed, call_id))
+            return UNREACHABLE
+        self._in_background(self._late(work))
+        return UNSURE
+
+    async def _late(self, work: "asyncio.Task[str]") -> None:
+        sentence = await work
+        if self.speak is None:
+            return
+        if sentence == UNREACHABLE:
+            await self.speak(STILL_UNREACHABLE)
+        elif sentence not in (OVERTAKEN, ASKING):
+            await self.speak(sentence)
+
+    def _in_background(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def withdraw(self, name: str, arguments: Union[str, Mapping[str, Any], None], call_id: str) -> None:
         """Cancels the proposal the function call ``call_id`` made, if it made one, for a call the
         framework cut off before the model had its answer (the caller never heard it, so no yes
@@ -172,10 +285,12 @@ class VoiceSession:
 
     async def aclose(self) -> None:
         """Stops following the session's calls (they go on in Gatehouse)."""
-        for task in self._following.values():
+        tasks = [*self._following.values(), *self._background]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._following.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._following.clear()
+        self._background.clear()
 
     async def _propose(self, name: str, parameters: Dict[str, Any], call_id: str) -> str:
         # A model that lost a function's answer to a barge-in makes the call again, with a new
@@ -221,6 +336,16 @@ class VoiceSession:
             return "There is nothing waiting for the caller's yes."
         id = target["tool_call_id"]
         accepted: Mapping[str, object]
+        if target["status"] == "PREPARED" and id not in self._asked:
+            # A yes the checkpoint's question did not come before (a repeated yes over a slow
+            # answer, or a restart): the question is asked, and nothing goes ahead.
+            if self.speak is None:
+                question = _question(await self.client.get_tool_call(id))
+                self._asked.add(id)
+                return f"{question} (Read this to the caller and wait for their answer.)"
+            self._follow(id)
+            return ASKING
+        moves = self._move(id)
         if target["status"] == "PENDING":
             accepted = await self.client.confirm_tool_call(id)
         elif target["status"] == "PREPARED":
@@ -229,7 +354,15 @@ class VoiceSession:
             self._follow(id)
             return "That is already under way; I'll say how it went."
         self._follow(id)
+        if self._moves.get(id) != moves:
+            return OVERTAKEN
         return str(accepted.get("message") or "Done; I'll let the caller know how it goes.")
+
+    def _move(self, tool_call_id: str) -> int:
+        """Counts one more thing this session did or said about the call; answers the new count."""
+        moves = self._moves.get(tool_call_id, 0) + 1
+        self._moves[tool_call_id] = moves
+        return moves
 
     async def _change(self, tool_call_id: Any, changes: Any, reason: Any) -> str:
         if not isinstance(changes, dict) or not changes:
@@ -248,18 +381,12 @@ class VoiceSession:
         if target is None:
             return "There is nothing waiting to cancel."
         request: CancelRequest = {"reason": reason[:200]} if isinstance(reason, str) and reason else {}
+        self._move(target["tool_call_id"])
         cancelled = await self.client.cancel_tool_call(target["tool_call_id"], request)
         return str(cancelled["message"])
 
     async def _pending(self) -> str:
-        context = await self.client.get_session_calls(self.session_id)
-        if not context["pending"]:
-            return "Nothing is waiting."
-        lines = [
-            f"{call['tool_call_id']}: {call['function_name']} {json.dumps(call['parameters'])} ({call['status']})"
-            for call in context["pending"]
-        ]
-        return "Waiting: " + "; ".join(lines)
+        return _waiting((await self.client.get_session_calls(self.session_id))["pending"])
 
     def _follow(self, tool_call_id: str) -> None:
         """Speaks what the call reaches next: its checkpoint's question, or its outcome."""
@@ -289,10 +416,41 @@ class VoiceSession:
                     await asyncio.sleep(1.0)
                 continue
             sentence = _news(call)
-            if sentence:
-                await self.speak(sentence)
+            if sentence is None or (call["status"] != "PREPARED" and not await self._first_to_tell(tool_call_id)):
+                return
+            self._move(tool_call_id)
+            await self.speak(sentence)
+            if call["status"] == "PREPARED":
+                self._asked.add(tool_call_id)
             return
         log.warning("stopped following %s after %.0f s", tool_call_id, self.follow_for)
+
+    async def _first_to_tell(self, tool_call_id: str) -> bool:
+        """Whether this session is the one to speak a settled call's outcome: Gatehouse keeps one
+        mark per call, so of two relays on the conversation (one restarted) only one speaks it.
+        When the mark cannot be made the outcome is spoken anyway: the caller hearing it twice is
+        better than never."""
+        try:
+            told = await self.client.mark_outcome_told(tool_call_id, idempotency_key=f"voice:{self._teller}:{tool_call_id}")
+            return bool(told["first"])
+        except (GatehouseConnectionError, GatehouseError) as error:
+            log.warning("marking the outcome of %s as told: %s", tool_call_id, error)
+            return True
+
+
+def _waiting(pending: List[PendingCall]) -> str:
+    if not pending:
+        return "Nothing is waiting."
+    lines = [
+        f"{call['tool_call_id']}: {call['function_name']} {json.dumps(call['parameters'])} ({call['status']})"
+        for call in pending
+    ]
+    return "Waiting: " + "; ".join(lines)
+
+
+def _question(call: ToolCall) -> str:
+    checkpoint = call.get("checkpoint") or {}
+    return str(checkpoint.get("message") or call.get("summary") or "It's ready. Shall I go ahead?")
 
 
 def _news(call: ToolCall) -> Optional[str]:
@@ -300,8 +458,7 @@ def _news(call: ToolCall) -> Optional[str]:
     cancelled (the caller asked for that, and heard the answer)."""
     status = call["status"]
     if status == "PREPARED":
-        checkpoint = call.get("checkpoint") or {}
-        return str(checkpoint.get("message") or call.get("summary") or "It's ready. Shall I go ahead?")
+        return _question(call)
     if status == "COMPLETED":
         return str(call.get("voice_response") or "Done.")
     if status == "FAILED":
