@@ -55,6 +55,9 @@ export const OVERTAKEN = "(Already handled: the caller has since heard what happ
 /** The default filler line, spoken while a function call waits on Gatehouse. */
 export const FILLER = "One moment.";
 
+/** What the deadline's timer answers: not a value any work can answer. */
+const LATE = Symbol("late");
+
 /** A function to offer the model: its name, what it does, and its parameters (JSON Schema). */
 export interface VoiceFunction {
   name: string;
@@ -198,7 +201,7 @@ export class VoiceSession {
    * cancellation said not known yet, and what it finally comes to spoken. A filler line is
    * spoken while the caller waits.
    */
-  async withinDeadline(name: string, parsed: Parameters, callId: string, work: Promise<string>): Promise<string> {
+  async withinDeadline<T>(name: string, parsed: Parameters, callId: string, work: Promise<T>): Promise<T | string> {
     let settled = false;
     const fillerTimer =
       this.speak !== undefined && this.fillerAfterMs !== null && this.fillerAfterMs < this.deadlineMs
@@ -207,12 +210,12 @@ export class VoiceSession {
           }, this.fillerAfterMs)
         : undefined;
     let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      deadlineTimer = setTimeout(() => resolve(undefined), this.deadlineMs);
+    const late = new Promise<typeof LATE>((resolve) => {
+      deadlineTimer = setTimeout(() => resolve(LATE), this.deadlineMs);
     });
     try {
-      const sentence = await Promise.race([work, late]);
-      if (sentence !== undefined) return sentence;
+      const answer = await Promise.race([work, late]);
+      if (answer !== LATE) return answer as T;
     } finally {
       settled = true;
       clearTimeout(fillerTimer);
@@ -225,7 +228,7 @@ export class VoiceSession {
       return UNREACHABLE;
     }
     void work.then(async (sentence) => {
-      if (this.speak === undefined || this.closed) return;
+      if (this.speak === undefined || this.closed || typeof sentence !== "string") return;
       if (sentence === UNREACHABLE) await this.speak(STILL_UNREACHABLE);
       else if (sentence !== OVERTAKEN && sentence !== ASKING) await this.speak(sentence);
     });
@@ -254,7 +257,8 @@ export class VoiceSession {
     return waiting(context.pending);
   }
 
-  private async answer(name: string, parsed: Parameters, callId: string): Promise<string> {
+  /** What the function call does, and its sentence, with no deadline of its own (`call` adds it). */
+  async answer(name: string, parsed: Parameters, callId: string): Promise<string> {
     switch (name) {
       case CONFIRM:
         return this.answering(() => this.confirm(stringOrUndefined(parsed.tool_call_id)));

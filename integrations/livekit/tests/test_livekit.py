@@ -11,8 +11,10 @@ import uuid
 from pathlib import Path
 from typing import Any, List
 
+import httpx
+
 from gatehouse_client import AsyncGatehouse
-from gatehouse_client.voice import UNREACHABLE
+from gatehouse_client.voice import ASKING, FILLER, UNREACHABLE
 from gatehouse_livekit import GatehouseTools
 from livekit.agents import Agent, AgentSession
 from livekit.plugins import openai
@@ -113,6 +115,141 @@ def test_the_tool_called_again_after_an_interruption_is_the_same_call() -> None:
             calls = await gatehouse.get_session_calls(conversation_id)
             assert calls["recent_total"] == 1 and calls["recent"][0]["status"] == "COMPLETED", "one email"
         model.close()
+
+    asyncio.run(conversation())
+
+
+class SlowConfirm(httpx.AsyncBaseTransport):
+    """Real requests to the real Gatehouse; the first confirm's answer reaches the relay 2.5 s late."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self._left = 1
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.url.path.startswith("/voice-tools/confirm") and self._left:
+            self._left = 0
+            await response.aread()
+            await asyncio.sleep(2.5)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class Hangs(httpx.AsyncBaseTransport):
+    """A Gatehouse that hangs once the relay has its tools: every other request is accepted and
+    never answered."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/voice-tools/tools":
+            return await self._inner.handle_async_request(request)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def outputs(session: AgentSession[Any]) -> List[str]:
+    """Every function result the model was given, in order."""
+    return [str(getattr(item, "output", "")) for item in session.history.items if getattr(item, "type", None) == "function_call_output"]
+
+
+def test_a_repeated_yes_over_a_slow_confirm_asks_the_checkpoint_question_before_anything_is_sent() -> None:
+    async def conversation() -> None:
+        conversation_id = f"livekit-yes-{uuid.uuid4().hex[:12]}"
+        model = ScriptedModel([[("confirm_call", {})], "On it.",
+                               [("confirm_call", {})], "Let me check.",
+                               [("confirm_call", {})], "Sent."])
+        async with AsyncGatehouse(URL, TOKEN) as plain:
+            await plain.create_tool_call({"session_id": conversation_id, "function_name": "send_email", "parameters": SEED})
+        async with AsyncGatehouse(URL, TOKEN, http=httpx.AsyncClient(transport=SlowConfirm())) as gatehouse:
+            tools = await GatehouseTools.attach(gatehouse, conversation_id)
+            async with AgentSession(llm=model_llm(model)) as session:
+                tools.speak_with(session)
+                await session.start(Agent(instructions=INSTRUCTIONS, tools=tools.function_tools))
+                first_yes = asyncio.ensure_future(session.run(user_input="Yes, send it."))
+                await asyncio.sleep(1.2)
+                again = await session.run(user_input="Did you send it? Yes, send it.")
+                again.expect.contains_function_call(name="confirm_call")
+                await until_said(session, "is ready")  # the question, before anything is sent
+                assert (await gatehouse.get_session_calls(conversation_id))["pending"][0]["status"] == "PREPARED"
+                await first_yes
+                await session.run(user_input="Yes, go ahead.")
+                await until_said(session, "sent to john@gmail.com")
+                lines = said(session)
+                assert min(i for i, l in enumerate(lines) if "is ready" in l) < min(i for i, l in enumerate(lines) if "sent to" in l), lines
+                assert ASKING in outputs(session), outputs(session)
+                assert not any("check with you" in line for line in lines + outputs(session)), (lines, outputs(session))
+            await tools.aclose()
+            calls = await gatehouse.get_session_calls(conversation_id)
+            assert calls["pending_total"] == 0 and [c["status"] for c in calls["recent"]] == ["COMPLETED"], calls
+        model.close()
+
+    asyncio.run(conversation())
+
+
+def test_a_hanging_gatehouse_gets_a_filler_and_a_true_line_within_the_deadline() -> None:
+    async def conversation() -> None:
+        conversation_id = f"livekit-hang-{uuid.uuid4().hex[:12]}"
+        model = ScriptedModel([[("send_email", SEED)], "I can't reach it right now."])
+        async with AsyncGatehouse(URL, TOKEN, http=httpx.AsyncClient(transport=Hangs())) as gatehouse:
+            tools = await GatehouseTools.attach(gatehouse, conversation_id, deadline=1.5, filler_after=0.3)
+            async with AgentSession(llm=model_llm(model)) as session:
+                tools.speak_with(session)
+                await session.start(Agent(instructions=INSTRUCTIONS, tools=tools.function_tools))
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                result = await session.run(user_input="Email John.")
+                # The deadline bounds the turn; the slack is the session's, not Gatehouse's.
+                assert loop.time() - started < 3.0
+                result.expect.next_event().is_function_call(name="send_email")
+                assert result.expect.next_event().is_function_call_output().event().item.output == UNREACHABLE
+                await until_said(session, FILLER)
+            await tools.aclose()
+        model.close()
+
+    asyncio.run(conversation())
+
+
+def test_a_restarted_relay_asks_the_waiting_question_and_speaks_an_outcome_once() -> None:
+    async def conversation() -> None:
+        async with AsyncGatehouse(URL, TOKEN) as gatehouse:
+            at_checkpoint = f"livekit-pick-{uuid.uuid4().hex[:12]}"
+            waiting = await gatehouse.create_tool_call({"session_id": at_checkpoint, "function_name": "send_email", "parameters": SEED})
+            assert (await gatehouse.confirm_tool_call(waiting["tool_call_id"], wait=10))["status"] == "PREPARED"
+            model = ScriptedModel([[("confirm_call", {})], "Sending it."])
+            tools = await GatehouseTools.attach(gatehouse, at_checkpoint)
+            async with AgentSession(llm=model_llm(model)) as session:
+                await session.start(Agent(instructions=INSTRUCTIONS, tools=tools.function_tools))
+                await tools.pick_up(session)
+                await until_said(session, "is ready")
+                await session.run(user_input="Yes, send it.")
+                await until_said(session, "sent to john@gmail.com")
+            await tools.aclose()
+            model.close()
+
+            finished = f"livekit-done-{uuid.uuid4().hex[:12]}"
+            done = await gatehouse.create_tool_call({"session_id": finished, "function_name": "send_email", "parameters": SEED})
+            await gatehouse.confirm_tool_call(done["tool_call_id"], wait=10)
+            assert (await gatehouse.resume_execution(done["tool_call_id"], {"action": "proceed"}, wait=10))["status"] == "COMPLETED"
+            spoken: List[str] = []
+            for _ in range(2):
+                model = ScriptedModel([])
+                tools = await GatehouseTools.attach(gatehouse, finished)
+                async with AgentSession(llm=model_llm(model)) as session:
+                    await session.start(Agent(instructions=INSTRUCTIONS, tools=tools.function_tools))
+                    await tools.pick_up(session)
+                    await asyncio.sleep(1.5)
+                    spoken += [line for line in said(session) if "sent to" in line]
+                await tools.aclose()
+                model.close()
+            assert len(spoken) == 1, spoken
 
     asyncio.run(conversation())
 

@@ -36,6 +36,10 @@ export interface GatehouseRealtimeOptions {
   speak?: Speak;
   /** How long a running call is followed for its checkpoint and outcome, in seconds (600). */
   followSeconds?: number;
+  /** When the model gets a true sentence whatever Gatehouse does, in seconds (4): see `VoiceSession`. */
+  deadlineSeconds?: number;
+  /** When a filler line is spoken while a function call waits on Gatehouse, in seconds (never by default). */
+  fillerAfterSeconds?: number | null;
 }
 
 /** An approval held for a Gatehouse call: the SDK's item, and the call it stands for. */
@@ -92,7 +96,14 @@ export class GatehouseRealtime {
    * Rejects with the client's error if Gatehouse's tool list cannot be read.
    */
   static async attach(client: Gatehouse, sessionId: string, options: GatehouseRealtimeOptions = {}): Promise<GatehouseRealtime> {
-    const voice = new VoiceSession({ client, sessionId, followSeconds: options.followSeconds });
+    const voice = new VoiceSession({
+      client,
+      sessionId,
+      followSeconds: options.followSeconds,
+      deadlineSeconds: options.deadlineSeconds,
+      // A realtime model speaks while its tool runs; a filler is the relay's choice here.
+      fillerAfterSeconds: options.fillerAfterSeconds ?? null,
+    });
     return new GatehouseRealtime(voice, await voice.functions(), options);
   }
 
@@ -141,7 +152,7 @@ export class GatehouseRealtime {
   private gatehouseTool(f: VoiceFunction): FunctionTool {
     // The call Gatehouse holds is confirmed, with its parameters as corrected since (Gatehouse's,
     // not the SDK's first arguments).
-    return functionTool(f, true, async (_args, callId) => {
+    return this.functionTool(f, true, CONFIRM, async (_args, callId) => {
       if (callId === undefined) return "That call is not known; nothing was done.";
       this.decided.add(callId);
       const toolCallId = await this.callFor(callId);
@@ -151,9 +162,39 @@ export class GatehouseRealtime {
     });
   }
 
+  /**
+   * The SDK's function tool for `f` (its JSON Schema as is), running `run` with the parsed
+   * arguments and the SDK's call id, within the voice session's deadline, as the function `as`
+   * (an approved Gatehouse tool is the caller's yes to its call).
+   */
+  private functionTool(
+    f: VoiceFunction,
+    needsApproval: boolean,
+    as: string,
+    run: (args: Record<string, unknown>, callId: string | undefined) => Promise<string | ReturnType<typeof backgroundResult<string>>>,
+  ): FunctionTool {
+    return tool({
+      name: f.name,
+      description: f.description,
+      parameters: f.parameters as never,
+      strict: false,
+      needsApproval,
+      execute: async (input, _context, details) => {
+        let args;
+        try {
+          args = parseArguments(input);
+        } catch (bad) {
+          return `That request was malformed (${(bad as Error).message}); nothing was done.`;
+        }
+        const callId = details?.toolCall?.callId;
+        return this.voice.withinDeadline(as, args, callId ?? as, run(args, callId));
+      },
+    }) as FunctionTool;
+  }
+
   /** The session's function `f`: the caller's yes, correction or no, or what is waiting. */
   private sessionTool(f: VoiceFunction): FunctionTool {
-    return functionTool(f, false, async (args, callId) => {
+    return this.functionTool(f, false, f.name, async (args, callId) => {
       const named = typeof args.tool_call_id === "string" && args.tool_call_id ? args.tool_call_id : undefined;
       switch (f.name) {
         case CONFIRM:
@@ -161,7 +202,8 @@ export class GatehouseRealtime {
         case CANCEL:
           return this.cancel(named, args.reason);
         default:
-          return this.voice.call(f.name, args, callId ?? f.name);
+          // Within the deadline already: the tool's execute keeps it.
+          return this.voice.answer(f.name, args, callId ?? f.name);
       }
     });
   }
@@ -178,7 +220,11 @@ export class GatehouseRealtime {
       await this.decide(session, item, sentence);
       return { outcome: "refused", sentence };
     }
-    const proposal = await this.voice.propose(raw.name, parameters, raw.callId);
+    const proposing = this.voice.propose(raw.name, parameters, raw.callId);
+    const answered = await this.voice.withinDeadline(raw.name, parameters, raw.callId, proposing);
+    // Past the deadline the caller hears that nothing was done, and the proposal, if it lands, is
+    // withdrawn by its key (withinDeadline does that).
+    const proposal: Proposal = typeof answered === "string" ? { outcome: "unreachable", sentence: answered } : answered;
     if (proposal.outcome === "proposed" && proposal.toolCallId !== undefined) {
       this.held.set(proposal.toolCallId, { item, toolCallId: proposal.toolCallId, restored: false });
       await this.speak(session, proposal.message ?? proposal.sentence);
@@ -260,6 +306,9 @@ export class GatehouseRealtime {
   private async restore(session: RealtimeSession): Promise<void> {
     let open;
     try {
+      // The checkpoint's question asked again, a running call followed, and an outcome that came
+      // while no relay was there spoken (once across relays).
+      await this.voice.pickUp();
       open = await this.voice.openCalls();
     } catch (error) {
       console.warn(`gatehouse-openai-realtime: the waiting calls were not read: ${sentenceFor(error)}`);
@@ -267,10 +316,7 @@ export class GatehouseRealtime {
     }
     const agent = session.currentAgent as RealtimeAgent;
     for (const call of open) {
-      if (call.status !== "PENDING") {
-        this.voice.follow(call.tool_call_id);
-        continue;
-      }
+      if (call.status !== "PENDING") continue;
       if (!this.toolNames.has(call.function_name) || this.held.has(call.tool_call_id)) continue;
       let intent: string | null;
       try {
@@ -296,29 +342,7 @@ export class GatehouseRealtime {
   }
 }
 
-/** The SDK's function tool for `f` (its JSON Schema as is), running `run` with the parsed arguments and the SDK's call id. */
-function functionTool(
-  f: VoiceFunction,
-  needsApproval: boolean,
-  run: (args: Record<string, unknown>, callId: string | undefined) => Promise<string | ReturnType<typeof backgroundResult<string>>>,
-): FunctionTool {
-  return tool({
-    name: f.name,
-    description: f.description,
-    parameters: f.parameters as never,
-    strict: false,
-    needsApproval,
-    execute: async (input, _context, details) => {
-      let args;
-      try {
-        args = parseArguments(input);
-      } catch (bad) {
-        return `That request was malformed (${(bad as Error).message}); nothing was done.`;
-      }
-      return run(args, details?.toolCall?.callId);
-    },
-  }) as FunctionTool;
-}
+
 
 /** The text of everything the assistant said in `history`, in order. */
 export function assistantText(history: readonly RealtimeItem[]): string[] {

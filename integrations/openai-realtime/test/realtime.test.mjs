@@ -8,7 +8,7 @@ import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { RealtimeAgent, RealtimeSession } from "@openai/agents-realtime";
-import { Gatehouse, UNREACHABLE } from "gatehouse-client";
+import { ASKING, Gatehouse, OVERTAKEN, UNREACHABLE } from "gatehouse-client";
 import { GatehouseRealtime, assistantText } from "@gatehouse/openai-realtime";
 import { SEED, ScriptedRealtime } from "./scripted-realtime.mjs";
 
@@ -28,8 +28,8 @@ function scripted(t, script) {
 }
 
 /** A relay: the SDK's session on the SDK's WebSocket transport, to the scripted model. */
-async function relay(t, model, client, conversationId) {
-  const tools = await GatehouseRealtime.attach(client, conversationId);
+async function relay(t, model, client, conversationId, options = {}) {
+  const tools = await GatehouseRealtime.attach(client, conversationId, options);
   const agent = new RealtimeAgent({ name: "assistant", instructions: INSTRUCTIONS, tools: tools.tools });
   const session = new RealtimeSession(agent, { transport: "websocket", model: "scripted", config: { outputModalities: ["text"] } });
   session.on("error", (error) => console.error("session error:", error.error));
@@ -173,6 +173,93 @@ test("Gatehouse unavailable: the model is told so and nothing is half done", asy
   assert.equal(r.tools.pendingApprovals.length, 0);
   const calls = await gatehouse.getSessionCalls(id);
   assert.equal(calls.pending_total + calls.recent_total, 0);
+});
+
+/** A fetch whose first answer to a confirm arrives 2.5 s late. */
+function slowConfirm() {
+  let left = 1;
+  return async (input, init) => {
+    const answer = await fetch(input, init);
+    if (new globalThis.URL(String(input)).pathname.startsWith("/voice-tools/confirm") && left > 0) {
+      left -= 1;
+      const body = await answer.arrayBuffer();
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      return new Response(body, { status: answer.status, headers: answer.headers });
+    }
+    return answer;
+  };
+}
+
+/** A fetch for a Gatehouse that hangs once the relay has its tools: never answered. */
+function hanging() {
+  return (input, init) =>
+    new globalThis.URL(String(input)).pathname === "/voice-tools/tools" ? fetch(input, init) : new Promise(() => {});
+}
+
+test("a repeated yes over a slow confirm asks the checkpoint's question before anything is sent", async (t) => {
+  const id = conversation("yes-again");
+  const proposed = await gatehouse.createToolCall({ session_id: id, function_name: "send_email", parameters: SEED });
+  // Turns in the order the session asks for responses: the two yeses, the answer to the second
+  // (the question is being asked), the answer to the first (overtaken), the go-ahead, its answer.
+  const model = scripted(t, [[["confirm_call", {}]], [["confirm_call", {}]], "Let me check.", "Okay.", [["confirm_call", {}]], "Sent."]);
+  const r = await relay(t, model, new Gatehouse({ baseUrl: URL, token: TOKEN, fetch: slowConfirm() }), id);
+  r.session.sendMessage("Yes, send it.");
+  await until("the call to wait at its checkpoint", async () => (await gatehouse.getToolCall(proposed.tool_call_id)).status === "PREPARED");
+  r.session.sendMessage("Did you send it? Yes, send it.");
+  await saidSomething(r, "is ready"); // the question, before anything is sent
+  assert.equal((await gatehouse.getToolCall(proposed.tool_call_id)).status, "PREPARED");
+  await until("the second yes's answer", () => model.outputs().some((o) => o.output === ASKING));
+  await until("the first yes's late answer", () => model.outputs().some((o) => o.output === OVERTAKEN));
+  r.session.sendMessage("Yes, go ahead.");
+  await saidSomething(r, "sent to john@gmail.com");
+  const lines = r.said();
+  assert.ok(lines.findIndex((l) => l.includes("is ready")) < lines.findIndex((l) => l.includes("sent to")), JSON.stringify(lines));
+  assert.ok(!lines.concat(model.outputs().map((o) => o.output)).some((l) => l.includes("check with you")), JSON.stringify(lines));
+  const calls = await settled(id);
+  assert.deepEqual(calls.recent.map((c) => c.status), ["COMPLETED"]);
+});
+
+test("a hanging Gatehouse: the model gets a true line within the deadline", async (t) => {
+  const id = conversation("hang");
+  const model = scripted(t, [[["send_email", SEED]], "I can't reach it right now.", [["pending_calls", {}]], "Still nothing."]);
+  const r = await relay(t, model, new Gatehouse({ baseUrl: URL, token: TOKEN, fetch: hanging() }), id, { deadlineSeconds: 1.5 });
+  const started = Date.now();
+  r.session.sendMessage("Email John.");
+  await saidSomething(r, "I can't reach it right now.");
+  // The deadline bounds the wait; the slack is the session's, not Gatehouse's.
+  assert.ok(Date.now() - started < 3000, `${Date.now() - started} ms`);
+  assert.equal(model.outputs().at(-1).output, UNREACHABLE);
+  r.session.sendMessage("Is anything waiting?");
+  await saidSomething(r, "Still nothing.");
+  assert.equal(model.outputs().at(-1).output, UNREACHABLE);
+});
+
+test("a restarted relay asks the waiting question, and an outcome is spoken once across relays", async (t) => {
+  const id = conversation("pickup");
+  const waiting = await gatehouse.createToolCall({ session_id: id, function_name: "send_email", parameters: SEED });
+  assert.equal((await gatehouse.confirmToolCall(waiting.tool_call_id, {}, { wait: 10 })).status, "PREPARED");
+  const model = scripted(t, [[["confirm_call", {}]], "Sending it."]);
+  const r = await relay(t, model, gatehouse, id);
+  await saidSomething(r, "is ready"); // asked again by the new relay
+  r.session.sendMessage("Yes, send it.");
+  await saidSomething(r, "sent to john@gmail.com");
+  r.tools.close();
+  r.session.close();
+
+  const finished = conversation("finished");
+  const done = await gatehouse.createToolCall({ session_id: finished, function_name: "send_email", parameters: SEED });
+  await gatehouse.confirmToolCall(done.tool_call_id, {}, { wait: 10 });
+  assert.equal((await gatehouse.resumeExecution(done.tool_call_id, { action: "proceed" }, { wait: 10 })).status, "COMPLETED");
+  let told = 0;
+  for (let i = 0; i < 2; i += 1) {
+    const quiet = scripted(t, []);
+    const again = await relay(t, quiet, gatehouse, finished);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    told += again.said().filter((line) => line.includes("sent to")).length;
+    again.tools.close();
+    again.session.close();
+  }
+  assert.equal(told, 1);
 });
 
 test("the example relay plays the seed conversation", async (t) => {

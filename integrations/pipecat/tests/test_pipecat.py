@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 
 from gatehouse_client import AsyncGatehouse
 from gatehouse_pipecat import GatehouseTools
-from gatehouse_client.voice import UNREACHABLE
+from gatehouse_client.voice import ASKING, FILLER, OVERTAKEN, UNREACHABLE
 from pipecat.frames.frames import (
     Frame,
     FunctionCallCancelFrame,
@@ -39,6 +39,23 @@ URL = os.environ["GATEHOUSE_URL"]
 TOKEN = os.environ["GATEHOUSE_TOKEN"]
 # The same application without its database (clients/test starts both).
 DEGRADED_URL = os.environ["GATEHOUSE_DEGRADED_URL"]
+
+
+class Hangs(httpx.AsyncBaseTransport):
+    """A Gatehouse that hangs once the relay has its tools: the tool list is answered by the real
+    one, every other request is accepted and never answered."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/voice-tools/tools":
+            return await self._inner.handle_async_request(request)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class SlowAnswers(httpx.AsyncBaseTransport):
@@ -79,11 +96,13 @@ def user(text: str) -> LLMMessagesAppendFrame:
     return LLMMessagesAppendFrame(messages=[{"role": "user", "content": text}], run_llm=True)
 
 
-async def pipeline(model: ScriptedModel, gatehouse: AsyncGatehouse, session: str, watch: Optional[FrameProcessor] = None) -> Any:
+async def pipeline(
+    model: ScriptedModel, gatehouse: AsyncGatehouse, session: str, watch: Optional[FrameProcessor] = None, **options: Any
+) -> Any:
     """The relay's pipeline with ``watch`` (a ``Heard`` by default) after the LLM service."""
     settings = OpenAILLMService.Settings(model="scripted", system_instruction="You help by phone.")
     llm = OpenAILLMService(api_key="scripted", base_url=model.base_url, settings=settings)
-    tools = await GatehouseTools.attach(llm, gatehouse, session)
+    tools = await GatehouseTools.attach(llm, gatehouse, session, **options)
     aggregators = LLMContextAggregatorPair(LLMContext(tools=tools.schema))
     watch = watch or Heard()
     return Pipeline([aggregators.user(), llm, watch, aggregators.assistant()]), tools, watch
@@ -119,29 +138,36 @@ def test_the_seed_conversation_with_a_restart_before_the_yes() -> None:
     asyncio.run(conversation())
 
 
-class Calls(FrameProcessor):
-    """The order in which function calls and interruptions passed."""
+class Calls(Heard):
+    """The order in which function calls, their results and interruptions passed (and when), and
+    what reached the speaker."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seen: List[str] = []
+        self.at: List[float] = []
+        self.results: List[Any] = []
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
         if isinstance(frame, FunctionCallInProgressFrame):
-            self.seen.append(f"start {frame.function_name}")
+            self._note(f"start {frame.function_name}")
         elif isinstance(frame, FunctionCallResultFrame):
-            self.seen.append(f"result {frame.function_name}")
+            self._note(f"result {frame.function_name}")
+            self.results.append(frame.result)
         elif isinstance(frame, FunctionCallCancelFrame):
-            self.seen.append(f"cancelled {frame.function_name}")
+            self._note(f"cancelled {frame.function_name}")
         elif isinstance(frame, InterruptionFrame):
-            self.seen.append("interrupted")
-        await self.push_frame(frame, direction)
+            self._note("interrupted")
+        await super().process_frame(frame, direction)
+
+    def _note(self, what: str) -> None:
+        self.seen.append(what)
+        self.at.append(asyncio.get_running_loop().time())
 
 
-async def slow_pipeline(model: ScriptedModel, path: str, session: str) -> Any:
-    """A pipeline whose Gatehouse answers ``POST <path>`` 1.5 s late, watched by ``Calls``."""
-    gatehouse = AsyncGatehouse(URL, TOKEN, http=httpx.AsyncClient(transport=SlowAnswers(path, 1.5)))
+async def slow_pipeline(model: ScriptedModel, path: str, session: str, delay: float = 1.5) -> Any:
+    """A pipeline whose Gatehouse answers ``POST <path>`` ``delay`` s late, watched by ``Calls``."""
+    gatehouse = AsyncGatehouse(URL, TOKEN, http=httpx.AsyncClient(transport=SlowAnswers(path, delay)))
     p, tools, calls = await pipeline(model, gatehouse, session, Calls())
     return p, tools, calls, gatehouse
 
@@ -173,6 +199,92 @@ def test_a_barge_in_during_the_confirmation_and_the_same_call_again_send_one_ema
             assert context["recent"][0]["tool_call_id"] == proposed["tool_call_id"]
             assert context["recent"][0]["status"] == "COMPLETED", context
         model.close()
+
+    asyncio.run(conversation())
+
+
+def test_a_repeated_yes_over_a_slow_confirm_asks_the_checkpoint_question_before_anything_is_sent() -> None:
+    async def conversation() -> None:
+        session = f"pipecat-again-{uuid.uuid4().hex[:12]}"
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            proposed = await gh.create_tool_call({"session_id": session, "function_name": "send_email", "parameters": SEED})
+        model = ScriptedModel([[("confirm_call", {})], "On it.",
+                               [("confirm_call", {})], "Let me check.",
+                               [("confirm_call", {})], "Sent."])
+        p, tools, calls, gatehouse = await slow_pipeline(model, "/voice-tools/confirm", session, delay=2.5)
+        await run_test(p, frames_to_send=[
+            # "Yes, send it": its answer comes 2.5 s late. The caller talks over the agent and says
+            # yes again before it comes; then answers the question.
+            user("Yes, send it."), SleepFrame(0.3), InterruptionFrame(), SleepFrame(1.2),
+            user("Did you send it? Yes, send it."), SleepFrame(2.5),
+            user("Yes, go ahead."), SleepFrame(3.0)])
+        await tools.aclose()
+        await gatehouse.aclose()
+        question = next(i for i, line in enumerate(calls.said) if "is ready" in line)
+        sent = next(i for i, line in enumerate(calls.said) if "sent to" in line)
+        assert question < sent, calls.said
+        assert ASKING in calls.results and OVERTAKEN in calls.results, calls.results
+        # No false line: nothing said or given to the model claims a step the call had passed.
+        assert not any("check with you" in str(line) for line in calls.said + calls.results), (calls.said, calls.results)
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            context = await gh.get_session_calls(session)
+            assert context["pending_total"] == 0 and [c["status"] for c in context["recent"]] == ["COMPLETED"], context
+            assert context["recent"][0]["tool_call_id"] == proposed["tool_call_id"]
+        model.close()
+
+    asyncio.run(conversation())
+
+
+def test_a_hanging_gatehouse_gets_a_filler_and_a_true_line_within_the_deadline() -> None:
+    async def conversation() -> None:
+        session = f"pipecat-hang-{uuid.uuid4().hex[:12]}"
+        model = ScriptedModel([[("send_email", SEED)], "I can't reach it right now."])
+        gatehouse = AsyncGatehouse(URL, TOKEN, http=httpx.AsyncClient(transport=Hangs()))
+        p, tools, calls = await pipeline(model, gatehouse, session, Calls(), deadline=1.5, filler_after=0.3)
+        await run_test(p, frames_to_send=[user("Email John."), SleepFrame(2.5)])
+        await tools.aclose()
+        await gatehouse.aclose()
+        started, answered = calls.at[calls.seen.index("start send_email")], calls.at[calls.seen.index("result send_email")]
+        # The deadline bounds the wait; the slack is the pipeline's, not Gatehouse's.
+        assert answered - started < 2.5, calls.seen
+        assert calls.results == [UNREACHABLE], calls.results
+        assert FILLER in calls.said, calls.said
+        model.close()
+
+    asyncio.run(conversation())
+
+
+def test_a_restarted_relay_asks_the_waiting_question_and_speaks_an_outcome_once() -> None:
+    async def conversation() -> None:
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            # A call left at its checkpoint by a relay that died before asking.
+            at_checkpoint = f"pipecat-pick-{uuid.uuid4().hex[:12]}"
+            waiting = await gh.create_tool_call({"session_id": at_checkpoint, "function_name": "send_email", "parameters": SEED})
+            assert (await gh.confirm_tool_call(waiting["tool_call_id"], wait=10))["status"] == "PREPARED"
+            model = ScriptedModel([[("confirm_call", {})], "Sending it."])
+            p, tools, heard = await pipeline(model, gh, at_checkpoint)
+            await run_test(p, frames_to_send=[SleepFrame(1.5), user("Yes, send it."), SleepFrame(3.0)])
+            await tools.aclose()
+            question = next(i for i, line in enumerate(heard.said) if "is ready" in line)
+            sent = next(i for i, line in enumerate(heard.said) if "sent to" in line)
+            assert question < sent, heard.said
+            model.close()
+
+            # A call that finished while no relay was there: two relays pick the conversation up,
+            # and the outcome is spoken by one of them, once.
+            finished = f"pipecat-done-{uuid.uuid4().hex[:12]}"
+            done = await gh.create_tool_call({"session_id": finished, "function_name": "send_email", "parameters": SEED})
+            await gh.confirm_tool_call(done["tool_call_id"], wait=10)
+            assert (await gh.resume_execution(done["tool_call_id"], {"action": "proceed"}, wait=10))["status"] == "COMPLETED"
+            spoken: List[str] = []
+            for _ in range(2):
+                model = ScriptedModel([])
+                p, tools, heard = await pipeline(model, gh, finished)
+                await run_test(p, frames_to_send=[SleepFrame(1.5)])
+                await tools.aclose()
+                spoken += [line for line in heard.said if "sent to" in line]
+                model.close()
+            assert len(spoken) == 1, spoken
 
     asyncio.run(conversation())
 

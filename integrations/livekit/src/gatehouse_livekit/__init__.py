@@ -7,11 +7,17 @@ the checkpoint's question and the outcome be said by the ``AgentSession`` when t
 What each function does is ``gatehouse_client.voice``'s: a proposal is held as PENDING until the
 caller says yes, a correction changes it, and the same action proposed again after an
 interruption (LiveKit's model calls the tool again when its result was lost) is the same call,
-never a second one."""
+never a second one.
+
+Once the session has started, ``await tools.pick_up(session)`` picks the conversation up
+(``VoiceSession.pick_up``): what is waiting goes into the agent's chat context, the question of a
+call waiting at its checkpoint is asked, and the outcome of a call that settled while no relay was
+there is said, once across relays."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+import logging
+from typing import Any, Dict, List, Optional
 
 from gatehouse_client import AsyncGatehouse
 from gatehouse_client.voice import Function, VoiceSession
@@ -19,6 +25,8 @@ from livekit.agents import AgentSession, RunContext, function_tool
 from livekit.agents.llm import RawFunctionTool, Tool, Toolset
 
 __all__ = ["GatehouseTools"]
+
+log = logging.getLogger("gatehouse_livekit")
 
 
 class GatehouseTools:
@@ -31,10 +39,15 @@ class GatehouseTools:
         self.function_tools: List[Tool | Toolset] = [self._tool(function) for function in functions]
 
     @classmethod
-    async def attach(cls, client: AsyncGatehouse, session_id: str) -> "GatehouseTools":
+    async def attach(
+        cls, client: AsyncGatehouse, session_id: str, *, deadline: float = 4.0, filler_after: Optional[float] = 0.8
+    ) -> "GatehouseTools":
         """The conversation's tools. ``session_id`` is the conversation's: the same after a relay
-        restart, so its waiting calls are found again."""
-        voice = VoiceSession(client, session_id)
+        restart, so its waiting calls are found again. ``deadline`` and ``filler_after`` are the
+        voice session's (seconds): when the model gets a true sentence whatever Gatehouse does, and
+        when a filler line is said meanwhile. Raises the client's error if Gatehouse's tool list
+        cannot be read (docs/livekit.md, "When Gatehouse is down")."""
+        voice = VoiceSession(client, session_id, deadline=deadline, filler_after=filler_after)
         return cls(voice, await voice.functions())
 
     def speak_with(self, session: AgentSession[Any]) -> None:
@@ -44,6 +57,23 @@ class GatehouseTools:
             await session.say(sentence, add_to_chat_ctx=True)
 
         self.voice.speak = speak
+
+    async def pick_up(self, session: AgentSession[Any]) -> None:
+        """Once ``session`` has started: puts what is waiting in the conversation into the agent's
+        chat context, asks the question of a call waiting at its checkpoint and says an outcome no
+        relay has told. A Gatehouse that cannot be reached is logged, and the session goes on."""
+        self.speak_with(session)
+        try:
+            waiting = await self.voice.pick_up()
+        except Exception as error:  # the client's errors: logged, the conversation goes on without
+            log.warning("picking up %s: %s", self.voice.session_id, error)
+            return
+        if waiting == "Nothing is waiting.":
+            return
+        agent = session.current_agent
+        context = agent.chat_ctx.copy()
+        context.add_message(role="system", content=f"Calls of this conversation from before a restart. {waiting}")
+        await agent.update_chat_ctx(context)
 
     async def aclose(self) -> None:
         """Stops following the conversation's calls (they go on in Gatehouse)."""

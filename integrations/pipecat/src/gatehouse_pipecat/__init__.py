@@ -9,21 +9,29 @@ correction changes it, the checkpoint's question and the outcome are spoken when
 Interruptions: a proposal the caller interrupts is cancelled in Gatehouse (it was never
 confirmed, so nothing is lost); a confirmation is never cancelled by an interruption, so a
 side effect the caller agreed to is never cut off half way (it runs in Gatehouse, which does it
-once)."""
+once).
+
+When the pipeline starts (its ``StartFrame``), the conversation is picked up
+(``VoiceSession.pick_up``): what is waiting goes into the LLM context, the question of a call
+waiting at its checkpoint is asked, and the outcome of a call that settled while no relay was
+there is spoken, once across relays."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, List
+import logging
+from typing import Any, List, Optional, Set
 
 from gatehouse_client import AsyncGatehouse
 from gatehouse_client.voice import CONFIRM, SESSION_FUNCTIONS, Function, VoiceSession
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
-from pipecat.frames.frames import LLMMessagesAppendFrame, TTSSpeakFrame
+from pipecat.frames.frames import Frame, LLMMessagesAppendFrame, StartFrame, TTSSpeakFrame
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 __all__ = ["GatehouseTools"]
+
+log = logging.getLogger("gatehouse_pipecat")
 
 _SESSION_NAMES = {function.name for function in SESSION_FUNCTIONS}
 
@@ -35,19 +43,54 @@ class GatehouseTools:
         self.llm = llm
         self.voice = voice
         self.functions = functions
+        self._picked_up = False
+        self._tasks: Set["asyncio.Task[None]"] = set()
 
     @classmethod
-    async def attach(cls, llm: LLMService[Any], client: AsyncGatehouse, session_id: str) -> "GatehouseTools":
+    async def attach(
+        cls,
+        llm: LLMService[Any],
+        client: AsyncGatehouse,
+        session_id: str,
+        *,
+        deadline: float = 4.0,
+        filler_after: Optional[float] = 0.8,
+    ) -> "GatehouseTools":
         """Registers the conversation's functions on ``llm``; ``tools.schema`` goes in the context.
-        ``session_id`` is the conversation's: the same after a relay restart."""
-        session = VoiceSession(client, session_id)
+        ``session_id`` is the conversation's: the same after a relay restart. ``deadline`` and
+        ``filler_after`` are the voice session's (seconds): when the model gets a true sentence
+        whatever Gatehouse does, and when a filler line is spoken meanwhile. Raises the client's
+        error if Gatehouse's tool list cannot be read (docs/pipecat.md, "When Gatehouse is down")."""
+        session = VoiceSession(client, session_id, deadline=deadline, filler_after=filler_after)
         functions = await session.functions()
         tools = cls(llm, session, functions)
         session.speak = tools._speak
         for function in functions:
             # A confirmation runs to its end whatever the caller says meanwhile.
             llm.register_function(function.name, tools._handle, cancel_on_interruption=function.name != CONFIRM)
+        llm.add_event_handler("on_after_process_frame", tools._on_frame)
         return tools
+
+    async def pick_up(self) -> None:
+        """Puts what is waiting in the conversation into the LLM context, asks the question of a
+        call waiting at its checkpoint and speaks an outcome no relay has told. Done once when the
+        pipeline starts; a relay may call it itself."""
+        self._picked_up = True
+        try:
+            waiting = await self.voice.pick_up()
+        except Exception as error:  # the client's errors: logged, the conversation goes on without
+            log.warning("picking up %s: %s", self.voice.session_id, error)
+            return
+        if waiting != "Nothing is waiting.":
+            note = f"Calls of this conversation from before a restart. {waiting}"
+            await self.llm.push_frame(LLMMessagesAppendFrame(messages=[{"role": "system", "content": note}], run_llm=False))
+
+    async def _on_frame(self, _processor: Any, frame: Frame) -> None:
+        if isinstance(frame, StartFrame) and not self._picked_up:
+            self._picked_up = True
+            task = asyncio.get_running_loop().create_task(self.pick_up())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     @property
     def schema(self) -> ToolsSchema:
@@ -66,6 +109,9 @@ class GatehouseTools:
 
     async def aclose(self) -> None:
         """Stops following the conversation's calls (they go on in Gatehouse)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.voice.aclose()
 
     async def _handle(self, params: FunctionCallParams) -> None:
