@@ -6,5 +6,5 @@ export { CALLBACK_KIND_HEADER, SIGNATURE_HEADER, SpentNonces, TENANT_HEADER, sig
 export type { VerifyOptions } from "./signature.js";
 export { createCallbackHandler } from "./receiver.js";
 export type { CallbackHandlerOptions } from "./receiver.js";
-export { VoiceSession, SESSION_FUNCTIONS, CONFIRM, CHANGE, CANCEL, PENDING, UNREACHABLE, UNSURE, STILL_UNREACHABLE, ASKING, OVERTAKEN, FILLER, news, parseArguments, sentenceFor } from "./voice.js";
+export { VoiceSession, SESSION_FUNCTIONS, CONFIRM, CHANGE, CANCEL, PENDING, UNREACHABLE, UNSURE, STILL_UNREACHABLE, ASKING, ASKED_SINCE, OVERTAKEN, FILLER, news, parseArguments, sentenceFor } from "./voice.js";
 export type { Proposal, VoiceFunction, VoiceSessionOptions } from "./voice.js";

@@ -49,6 +49,10 @@ export const STILL_UNREACHABLE = "I still can't reach the system, so I can't tel
 export const ASKING =
   "The caller hasn't heard the final question yet; it is being asked now. Wait for their answer before going ahead.";
 
+/** A yes the caller gave before the checkpoint's question was spoken, handled after it was: not an answer to it. */
+export const ASKED_SINCE =
+  "The caller said that before hearing the final question, which was just asked. Wait for their answer to it.";
+
 /** A late answer to an earlier step of a call that has moved past it: not to be spoken. */
 export const OVERTAKEN = "(Already handled: the caller has since heard what happened. Say nothing about this.)";
 
@@ -147,8 +151,8 @@ export class VoiceSession {
   private readonly fillerAfterMs: number | null;
   private readonly filler: string;
   private readonly deadlineMs: number;
-  /** Calls whose checkpoint question the caller heard in this session. */
-  private readonly asked = new Set<ToolCallId>();
+  /** Calls whose checkpoint question the caller heard in this session, and when (epoch ms). */
+  private readonly asked = new Map<ToolCallId, number>();
   /** By call: how many times this session spoke of it or acted on it, so an answer that comes
    * back after something else happened to the call knows it was overtaken. */
   private readonly moves = new Map<ToolCallId, number>();
@@ -184,14 +188,18 @@ export class VoiceSession {
    * What the function call `name` (the model's `args`, JSON text or an object) does, and the
    * sentence for the model. `callId` is the framework's id of this function call.
    */
-  async call(name: string, args: unknown, callId: string): Promise<string> {
+  /**
+   * `saidAt` (epoch ms) is when the caller said what led to this function call, for a framework
+   * that runs it later than that: a yes said before a checkpoint's question is not an answer to it.
+   */
+  async call(name: string, args: unknown, callId: string, saidAt?: number): Promise<string> {
     let parsed: Parameters;
     try {
       parsed = parseArguments(args);
     } catch (bad) {
       return `That request was malformed (${(bad as Error).message}); nothing was done.`;
     }
-    return this.withinDeadline(name, parsed, callId, this.answer(name, parsed, callId));
+    return this.withinDeadline(name, parsed, callId, this.answer(name, parsed, callId, saidAt));
   }
 
   /**
@@ -230,7 +238,7 @@ export class VoiceSession {
     void work.then(async (sentence) => {
       if (this.speak === undefined || this.closed || typeof sentence !== "string") return;
       if (sentence === UNREACHABLE) await this.speak(STILL_UNREACHABLE);
-      else if (sentence !== OVERTAKEN && sentence !== ASKING) await this.speak(sentence);
+      else if (sentence !== OVERTAKEN && sentence !== ASKING && sentence !== ASKED_SINCE) await this.speak(sentence);
     });
     return UNSURE;
   }
@@ -258,10 +266,10 @@ export class VoiceSession {
   }
 
   /** What the function call does, and its sentence, with no deadline of its own (`call` adds it). */
-  async answer(name: string, parsed: Parameters, callId: string): Promise<string> {
+  async answer(name: string, parsed: Parameters, callId: string, saidAt?: number): Promise<string> {
     switch (name) {
       case CONFIRM:
-        return this.answering(() => this.confirm(stringOrUndefined(parsed.tool_call_id)));
+        return this.answering(() => this.confirm(stringOrUndefined(parsed.tool_call_id), saidAt));
       case CHANGE:
         return this.answering(() => this.change(stringOrUndefined(parsed.tool_call_id), parsed.changes, parsed.reason));
       case CANCEL:
@@ -339,14 +347,16 @@ export class VoiceSession {
    * only once the checkpoint's question was spoken in this session; before that, the question is
    * asked and nothing goes ahead.
    */
-  async confirm(toolCallId?: ToolCallId): Promise<string> {
+  async confirm(toolCallId?: ToolCallId, saidAt?: number): Promise<string> {
     const target = await this.openCall(toolCallId);
     if (target === undefined) return "There is nothing waiting for the caller's yes.";
     const id = target.tool_call_id;
-    if (target.status === "PREPARED" && !this.asked.has(id)) {
+    const askedAt = this.asked.get(id);
+    if (target.status === "PREPARED" && askedAt !== undefined && saidAt !== undefined && saidAt < askedAt) return ASKED_SINCE;
+    if (target.status === "PREPARED" && askedAt === undefined) {
       if (this.speak === undefined) {
         const question = questionOf(await this.client.getToolCall(id));
-        this.asked.add(id);
+        this.asked.set(id, Date.now());
         return `${question} (Read this to the caller and wait for their answer.)`;
       }
       this.follow(id);
@@ -458,10 +468,11 @@ export class VoiceSession {
         await pause(1000);
         continue;
       }
-      if (call.status === "PENDING" || call.status === "EXECUTING") {
+      if (call.status === "PENDING" || call.status === "EXECUTING" || (call.status === "PREPARED" && this.asked.has(toolCallId))) {
         // A long-poll answers EXECUTING when its wait ran out; PENDING is a call that was never
-        // confirmed (a lost confirm): looked at again, not spoken of.
-        if (call.status === "PENDING") await pause(1000);
+        // confirmed (a lost confirm), PREPARED one whose question was asked: looked at again,
+        // not spoken of.
+        if (call.status !== "EXECUTING") await pause(1000);
         continue;
       }
       const sentence = news(call);
@@ -469,7 +480,7 @@ export class VoiceSession {
       if (call.status !== "PREPARED" && !(await this.firstToTell(toolCallId))) return;
       this.move(toolCallId);
       await this.speak?.(sentence);
-      if (call.status === "PREPARED") this.asked.add(toolCallId);
+      if (call.status === "PREPARED" && !this.asked.has(toolCallId)) this.asked.set(toolCallId, Date.now());
       return;
     }
   }

@@ -208,15 +208,18 @@ def test_a_repeated_yes_over_a_slow_confirm_asks_the_checkpoint_question_before_
         session = f"pipecat-again-{uuid.uuid4().hex[:12]}"
         async with AsyncGatehouse(URL, TOKEN) as gh:
             proposed = await gh.create_tool_call({"session_id": session, "function_name": "send_email", "parameters": SEED})
-        model = ScriptedModel([[("confirm_call", {})], "On it.",
-                               [("confirm_call", {})], "Let me check.",
-                               [("confirm_call", {})], "Sent."])
+        # Turns in the order the pipeline asks for them: a confirmation runs asynchronously, so the
+        # second yes comes while the first is out; then the answers to each, the go-ahead, its answer.
+        model = ScriptedModel([[("confirm_call", {})], [("confirm_call", {})], "Let me check.", "Okay.",
+                               [("confirm_call", {})], "Sending it.", "Sent."])
         p, tools, calls, gatehouse = await slow_pipeline(model, "/voice-tools/confirm", session, delay=2.5)
         await run_test(p, frames_to_send=[
             # "Yes, send it": its answer comes 2.5 s late. The caller talks over the agent and says
             # yes again before it comes; then answers the question.
+            # The checkpoint waits checkpoint_ttl_seconds (4 s in clients/test): the go-ahead comes
+            # 3.3 s after the first yes, once the first yes's answer (at 2.5 s) is in.
             user("Yes, send it."), SleepFrame(0.3), InterruptionFrame(), SleepFrame(1.2),
-            user("Did you send it? Yes, send it."), SleepFrame(2.5),
+            user("Did you send it? Yes, send it."), SleepFrame(1.8),
             user("Yes, go ahead."), SleepFrame(3.0)])
         await tools.aclose()
         await gatehouse.aclose()

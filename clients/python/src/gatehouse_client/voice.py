@@ -43,6 +43,7 @@ import asyncio
 import json
 import logging
 import secrets
+import time
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Set, Union
@@ -73,6 +74,9 @@ STILL_UNREACHABLE = "I still can't reach the system, so I can't tell whether tha
 
 ASKING = "The caller hasn't heard the final question yet; it is being asked now. Wait for their answer before going ahead."
 """A yes to a call at its checkpoint whose question the caller has not heard: the question comes first."""
+
+ASKED_SINCE = "The caller said that before hearing the final question, which was just asked. Wait for their answer to it."
+"""A yes the caller gave before the checkpoint's question was spoken, handled after it was: not an answer to it."""
 
 OVERTAKEN = "(Already handled: the caller has since heard what happened. Say nothing about this.)"
 """A late answer to an earlier step of a call that has moved past it: not to be spoken."""
@@ -153,8 +157,8 @@ class VoiceSession:
     filler: str = FILLER
     deadline: float = 4.0
     _following: Dict[str, "asyncio.Task[None]"] = field(default_factory=dict, init=False, repr=False)
-    # Calls whose checkpoint question the caller heard in this session.
-    _asked: Set[str] = field(default_factory=set, init=False, repr=False)
+    # Calls whose checkpoint question the caller heard in this session, and when (time.time()).
+    _asked: Dict[str, float] = field(default_factory=dict, init=False, repr=False)
     # By call: how many times this session spoke of it or acted on it, so an answer that comes
     # back after something else happened to the call knows it was overtaken.
     _moves: Dict[str, int] = field(default_factory=dict, init=False, repr=False)
@@ -174,16 +178,20 @@ class VoiceSession:
         ]
         return tools + list(SESSION_FUNCTIONS)
 
-    async def call(self, name: str, arguments: Union[str, Mapping[str, Any], None], call_id: str) -> str:
+    async def call(
+        self, name: str, arguments: Union[str, Mapping[str, Any], None], call_id: str, *, said_at: Optional[float] = None
+    ) -> str:
         """What the function call ``name`` (the model's ``arguments``, as JSON text or an object)
         does, and the sentence for the model, within ``deadline`` seconds. ``call_id`` is the
-        framework's id of this function call: the same id is the same call."""
+        framework's id of this function call: the same id is the same call. ``said_at`` is when
+        (``time.time()``) the caller said what led to it, for a framework that runs a function
+        call later than that: a yes said before a checkpoint's question is not an answer to it."""
         try:
             parsed = _arguments(arguments)
         except ValueError as bad:
             return f"That request was malformed ({bad}); nothing was done."
         loop = asyncio.get_running_loop()
-        work = loop.create_task(self._answer(name, parsed, call_id))
+        work = loop.create_task(self._answer(name, parsed, call_id, said_at))
         filler = None
         if self.speak is not None and self.filler_after is not None and self.filler_after < self.deadline:
             filler = loop.call_later(self.filler_after, self._say_filler, work)
@@ -213,10 +221,10 @@ class VoiceSession:
                 self._follow(settled["tool_call_id"])
         return _waiting(context["pending"])
 
-    async def _answer(self, name: str, parsed: Dict[str, Any], call_id: str) -> str:
+    async def _answer(self, name: str, parsed: Dict[str, Any], call_id: str, said_at: Optional[float] = None) -> str:
         try:
             if name == CONFIRM:
-                return await self._confirm(parsed.get("tool_call_id"))
+                return await self._confirm(parsed.get("tool_call_id"), said_at)
             if name == CHANGE:
                 return await self._change(parsed.get("tool_call_id"), parsed.get("changes"), parsed.get("reason"))
             if name == CANCEL:
@@ -262,7 +270,7 @@ class VoiceSession:
             return
         if sentence == UNREACHABLE:
             await self.speak(STILL_UNREACHABLE)
-        elif sentence not in (OVERTAKEN, ASKING):
+        elif sentence not in (OVERTAKEN, ASKING, ASKED_SINCE):
             await self.speak(sentence)
 
     def _in_background(self, work: Awaitable[Any]) -> None:
@@ -330,18 +338,21 @@ class VoiceSession:
             return next((call for call in pending if call["tool_call_id"] == tool_call_id), None)
         return max(pending, key=lambda call: call["created_at"], default=None)
 
-    async def _confirm(self, tool_call_id: Any) -> str:
+    async def _confirm(self, tool_call_id: Any, said_at: Optional[float] = None) -> str:
         target = await self._target(tool_call_id)
         if target is None:
             return "There is nothing waiting for the caller's yes."
         id = target["tool_call_id"]
         accepted: Mapping[str, object]
-        if target["status"] == "PREPARED" and id not in self._asked:
+        asked_at = self._asked.get(id)
+        if target["status"] == "PREPARED" and asked_at is not None and said_at is not None and said_at < asked_at:
+            return ASKED_SINCE
+        if target["status"] == "PREPARED" and asked_at is None:
             # A yes the checkpoint's question did not come before (a repeated yes over a slow
             # answer, or a restart): the question is asked, and nothing goes ahead.
             if self.speak is None:
                 question = _question(await self.client.get_tool_call(id))
-                self._asked.add(id)
+                self._asked[id] = time.time()
                 return f"{question} (Read this to the caller and wait for their answer.)"
             self._follow(id)
             return ASKING
@@ -409,10 +420,11 @@ class VoiceSession:
                 log.warning("following %s: %s", tool_call_id, error)
                 await asyncio.sleep(1.0)
                 continue
-            if call["status"] in ("PENDING", "EXECUTING"):
+            if call["status"] in ("PENDING", "EXECUTING") or (call["status"] == "PREPARED" and tool_call_id in self._asked):
                 # A long-poll answers EXECUTING when its wait ran out; PENDING is a call that was
-                # never confirmed (a lost confirm): looked at again, not spoken of.
-                if call["status"] == "PENDING":
+                # never confirmed (a lost confirm), PREPARED one whose question was asked: looked
+                # at again, not spoken of.
+                if call["status"] != "EXECUTING":
                     await asyncio.sleep(1.0)
                 continue
             sentence = _news(call)
@@ -421,7 +433,7 @@ class VoiceSession:
             self._move(tool_call_id)
             await self.speak(sentence)
             if call["status"] == "PREPARED":
-                self._asked.add(tool_call_id)
+                self._asked.setdefault(tool_call_id, time.time())
             return
         log.warning("stopped following %s after %.0f s", tool_call_id, self.follow_for)
 

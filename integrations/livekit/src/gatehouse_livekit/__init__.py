@@ -83,7 +83,12 @@ class GatehouseTools:
         voice = self.voice
 
         async def handle(raw_arguments: Dict[str, Any], context: RunContext[Any]) -> str:
-            return await voice.call(function.name, raw_arguments, context.function_call.call_id)
+            # LiveKit runs a turn's tools after the tools of the turn before: what the caller said
+            # may predate a checkpoint's question spoken meanwhile, which it then does not answer.
+            call = context.function_call
+            said = [item.created_at for item in context.session.history.items
+                    if getattr(item, "role", None) == "user" and item.created_at <= call.created_at]
+            return await voice.call(function.name, raw_arguments, call.call_id, said_at=max(said, default=None))
 
         schema = {"name": function.name, "description": function.description, "parameters": function.parameters}
         return function_tool(handle, raw_schema=schema)

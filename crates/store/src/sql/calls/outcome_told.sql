@@ -22,5 +22,5 @@ WITH called AS (
 SELECT (SELECT jsonb_build_object(
             'tool_call_id', called.tool_call_id,
             'status',       called.status,
-            'first',        EXISTS (SELECT 1 FROM marked) OR called.outcome_told_by = $3::text)
+            'first',        EXISTS (SELECT 1 FROM marked) OR COALESCE(called.outcome_told_by = $3::text, false))
           FROM called) AS told
