@@ -230,16 +230,20 @@ export class VoiceSession {
       clearTimeout(deadlineTimer);
     }
     console.warn(`gatehouse voice: Gatehouse did not answer ${name} within ${this.deadlineMs} ms`);
+    // Whatever the work comes to now is handled here or dropped, never an unhandled rejection.
+    work.catch((error: unknown) => console.warn(`gatehouse voice: ${name}, past its deadline: ${String(error)}`));
     if (name === PENDING) return UNREACHABLE;
     if (name !== CONFIRM && name !== CHANGE && name !== CANCEL) {
       void work.finally(() => this.withdraw(name, parsed, callId)).catch(() => undefined);
       return UNREACHABLE;
     }
-    void work.then(async (sentence) => {
-      if (this.speak === undefined || this.closed || typeof sentence !== "string") return;
-      if (sentence === UNREACHABLE) await this.speak(STILL_UNREACHABLE);
-      else if (sentence !== OVERTAKEN && sentence !== ASKING && sentence !== ASKED_SINCE) await this.speak(sentence);
-    });
+    void work
+      .then(async (sentence) => {
+        if (this.speak === undefined || this.closed || typeof sentence !== "string") return;
+        if (sentence === UNREACHABLE) await this.speak(STILL_UNREACHABLE);
+        else if (sentence !== OVERTAKEN && sentence !== ASKING && sentence !== ASKED_SINCE) await this.speak(sentence);
+      })
+      .catch(() => undefined);
     return UNSURE;
   }
 

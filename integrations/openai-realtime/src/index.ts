@@ -307,9 +307,15 @@ export class GatehouseRealtime {
     let open;
     try {
       // The checkpoint's question asked again, a running call followed, and an outcome that came
-      // while no relay was there spoken (once across relays).
-      await this.voice.pickUp();
-      open = await this.voice.openCalls();
+      // while no relay was there spoken (once across relays); within the deadline, so a Gatehouse
+      // that hangs never holds the relay's start.
+      const read = this.voice.pickUp().then(() => this.voice.openCalls());
+      const picked = await this.voice.withinDeadline(PENDING, {}, "restore", read);
+      if (typeof picked === "string") {
+        console.warn(`gatehouse-openai-realtime: the waiting calls were not read in time: ${picked}`);
+        return;
+      }
+      open = picked;
     } catch (error) {
       console.warn(`gatehouse-openai-realtime: the waiting calls were not read: ${sentenceFor(error)}`);
       return;
