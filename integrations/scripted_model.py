@@ -10,6 +10,7 @@ function results among them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -164,3 +165,54 @@ def play_example(name: str, conversation_id: str) -> List[str]:
         model.close()
     assert played.returncode == 0, played.stderr[-3000:]
     return [line[len("agent: "):] for line in played.stdout.splitlines() if line.startswith("agent: ")]
+
+
+TURN_COST_STEPS = ("propose", "confirm", "proceed")
+"""The function calls of a conversation whose cost is measured: the proposal, the yes, the go-ahead."""
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile of ``samples`` (``fraction`` 0.5 for p50, 0.99 for p99)."""
+    ordered = sorted(samples)
+    return ordered[max(0, min(len(ordered) - 1, int(round(fraction * len(ordered) + 0.5)) - 1))]
+
+
+async def direct_route_ms(gatehouse: Any, conversations: int) -> Dict[str, List[float]]:
+    """Gatehouse's own latency for the routes behind each step, measured with the client alone:
+    the create, the confirm and the resume of ``conversations`` seed emails, in milliseconds."""
+    import time as clock
+
+    measured: Dict[str, List[float]] = {step: [] for step in TURN_COST_STEPS}
+    for n in range(conversations):
+        session = f"turn-cost-direct-{n}-{os.getpid()}-{clock.monotonic_ns()}"
+        started = clock.perf_counter()
+        created = await gatehouse.create_tool_call({"session_id": session, "function_name": "send_email", "parameters": SEED})
+        measured["propose"].append((clock.perf_counter() - started) * 1000)
+        started = clock.perf_counter()
+        await gatehouse.confirm_tool_call(created["tool_call_id"])
+        measured["confirm"].append((clock.perf_counter() - started) * 1000)
+        while (await gatehouse.get_tool_call(created["tool_call_id"]))["status"] != "PREPARED":
+            await asyncio.sleep(0.02)
+        started = clock.perf_counter()
+        await gatehouse.resume_execution(created["tool_call_id"], {"action": "proceed"})
+        measured["proceed"].append((clock.perf_counter() - started) * 1000)
+    return measured
+
+
+def report_turn_cost(framework: str, through_framework: Dict[str, List[float]], direct: Dict[str, List[float]]) -> str:
+    """The table of what Gatehouse costs a turn in ``framework``: for each step, p50 and p99 (ms)
+    from the model's function call to its answer, beside the route's own latency. Written to
+    ``$GATEHOUSE_TURN_COST/<framework>.txt`` when set (integrations/test prints it); answered."""
+    lines = [f"{framework}: from the model's function call to its answer, beside Gatehouse's own route (ms)"]
+    for step in TURN_COST_STEPS:
+        ours, route = through_framework[step], direct[step]
+        lines.append(
+            f"  {step:8} n={len(ours):2}  p50 {percentile(ours, 0.5):7.1f}  p99 {percentile(ours, 0.99):7.1f}"
+            f"   route p50 {percentile(route, 0.5):7.1f}  p99 {percentile(route, 0.99):7.1f}"
+        )
+    text = "\n".join(lines) + "\n"
+    folder = os.environ.get("GATEHOUSE_TURN_COST")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / f"{framework}.txt").write_text(text)
+    return text

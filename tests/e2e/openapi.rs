@@ -416,8 +416,11 @@ const FLOW_CALLBACKS: &[&str] = &["completion", "progress"];
 const HISTORY_OPERATIONS: &[(&str, &str)] =
     &[("/voice-tools/tools/{name}/executions", "get"), ("/voice-tools/tools/{name}/stats", "get")];
 const MCP_OPERATIONS: &[(&str, &str)] = &[("/mcp", "post")];
-const CALLS_OPERATIONS: &[(&str, &str)] =
-    &[("/voice-tools/calls", "get"), ("/voice-tools/calls/{id}/callbacks", "get")];
+const CALLS_OPERATIONS: &[(&str, &str)] = &[
+    ("/voice-tools/calls", "get"),
+    ("/voice-tools/calls/{id}/callbacks", "get"),
+    ("/voice-tools/calls/{id}/outcome-told", "post"),
+];
 const EXPIRY_CALLBACKS: &[&str] = &["completion"];
 
 /// Every operation in the file is some group's, so each answers with a success somewhere; and
@@ -950,6 +953,22 @@ async fn the_calls_list_and_callbacks_match_the_description() -> Result<()> {
     api.get(app, "/voice-tools/calls/tc_000000000000/callbacks").await?.expect(404)?;
     api.call(app, Method::DELETE, &format!("/voice-tools/calls/{done}/callbacks"), None, &[]).await?.expect(405)?;
     api.send(api.http.get(app.runner.url(&format!("/voice-tools/calls/{done}/callbacks")))).await?.expect(401)?;
+
+    // A relay's mark that the caller heard the outcome: once per call, and the same key's retry
+    // learns that the mark is its own; an open call has none to tell.
+    let told = format!("/voice-tools/calls/{done}/outcome-told");
+    let mark = |key: &'static str| api.call(app, Method::POST, &told, None, &[("idempotency-key", key)]);
+    let first = mark("relay-a").await?.expect(200)?;
+    ensure!(first.body["first"] == true && first.body["status"] == "COMPLETED", "{}", first.text);
+    ensure!(mark("relay-a").await?.expect(200)?.body["first"] == true, "the same key's retry");
+    ensure!(mark("relay-b").await?.expect(200)?.body["first"] == false, "another relay");
+    let still_open = api.call(app, Method::POST, &format!("/voice-tools/calls/{open}/outcome-told"), None, &[]).await?;
+    ensure!(still_open.expect(409)?.code() == "invalid_state", "an open call");
+    api.call(app, Method::POST, "/voice-tools/calls/tc_000000000000/outcome-told", None, &[]).await?.expect(404)?;
+    api.call(app, Method::GET, &told, None, &[]).await?.expect(405)?;
+    api.call(app, Method::POST, &told, Some(json!({"first": true})), &[]).await?.expect(400)?;
+    api.call(app, Method::POST, &told, None, &[("idempotency-key", "")]).await?.expect(400)?;
+    api.send(api.http.post(app.runner.url(&told))).await?.expect(401)?;
     api.assert_operations_were_exercised(CALLS_OPERATIONS)
 }
 
@@ -1129,6 +1148,7 @@ async fn the_database_down_matches_the_description() -> Result<()> {
         (Method::GET, format!("/voice-tools/tools/{FUNCTION}/stats"), None),
         (Method::GET, "/voice-tools/calls".to_owned(), None),
         (Method::GET, format!("/voice-tools/calls/{any}/callbacks"), None),
+        (Method::POST, format!("/voice-tools/calls/{any}/outcome-told"), None),
         (Method::POST, "/query-vector-db".to_owned(), Some(search_body(session, relay))),
         (Method::POST, "/execute-gmail".to_owned(), Some(email_body(session, relay))),
     ];

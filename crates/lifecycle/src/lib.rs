@@ -30,8 +30,8 @@ mod tools;
 
 pub use answers::{
     Brief, CallbackAttempts, CallsPage, Created, DeliveryAttempt, Driven, ExecutionsPage, LastError, ListedCall,
-    ListedTool, Modified, OperationStats, OutcomeCounts, OutcomeTold, Progress, RecordedExecution, SessionCalls, SessionContext,
-    SweepReport, TimelineBucket, ToolList, ToolStats,
+    ListedTool, Modified, OperationStats, OutcomeCounts, OutcomeTold, Progress, RecordedExecution, SessionCalls,
+    SessionContext, SweepReport, TimelineBucket, ToolList, ToolStats,
 };
 pub use audit::{CallsQuery, callback_attempts, list_calls, mark_outcome_told};
 pub use cancel::{CancelRequest, cancel};

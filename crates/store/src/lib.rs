@@ -25,7 +25,8 @@ pub use calls::{
     CallToDrive, Claim, Correction, ExpiredCall, Expiry, Insertion, Limit, NewCall, ParameterChange, Retry, ToolCall,
     Transition, begin_side_effect, cancel_call, claim_owed_discards, claim_owed_reports, claim_stranded_calls,
     complete_call, confirm_call, discard_settled, expire_stale_calls, fail_call, fail_exhausted_calls, get_call,
-    get_call_to_drive, insert_call, mark_outcome_told, mark_prepared, modify_call, release_lease, reports_tried, resume_call,
+    get_call_to_drive, insert_call, mark_outcome_told, mark_prepared, modify_call, release_lease, reports_tried,
+    resume_call,
 };
 pub use context::{CallSummary, ContextView, PendingCall, session_context_view};
 pub use contract::{

@@ -20,7 +20,7 @@ from livekit.agents import Agent, AgentSession
 from livekit.plugins import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from scripted_model import SEED, ScriptedModel, play_example  # noqa: E402
+from scripted_model import SEED, TURN_COST_STEPS, ScriptedModel, direct_route_ms, play_example, report_turn_cost  # noqa: E402
 
 URL = os.environ["GATEHOUSE_URL"]
 TOKEN = os.environ["GATEHOUSE_TOKEN"]
@@ -261,6 +261,43 @@ def test_a_restarted_relay_asks_the_waiting_question_and_speaks_an_outcome_once(
             assert len(spoken) == 1, spoken
 
     asyncio.run(conversation())
+
+
+def test_what_gatehouse_costs_a_turn() -> None:
+    """Measured, not asserted: from each function call (the proposal, the yes, the go-ahead) to its
+    output in LiveKit's session (the items' own times), over several conversations, beside
+    Gatehouse's own routes (docs/benchmarks.md, "What Gatehouse costs a turn"). What is asserted
+    is that each conversation sent its email."""
+
+    async def conversations(count: int) -> None:
+        measured: dict[str, list[float]] = {step: [] for step in TURN_COST_STEPS}
+        async with AsyncGatehouse(URL, TOKEN) as gatehouse:
+            for n in range(count):
+                conversation_id = f"livekit-cost-{n}-{uuid.uuid4().hex[:8]}"
+                model = ScriptedModel([[("send_email", SEED)], "Shall I?", [("confirm_call", {})], "On it.",
+                                       [("confirm_call", {})], "Sending it."])
+                tools = await GatehouseTools.attach(gatehouse, conversation_id)
+                async with AgentSession(llm=model_llm(model)) as session:
+                    tools.speak_with(session)
+                    await session.start(Agent(instructions=INSTRUCTIONS, tools=tools.function_tools))
+                    await session.run(user_input="Email John.")
+                    await session.run(user_input="Yes.")
+                    await until_said(session, "is ready")
+                    await session.run(user_input="Go ahead.")
+                    await until_said(session, "sent to")
+                    items = session.history.items
+                    made = {i.call_id: i.created_at for i in items if getattr(i, "type", None) == "function_call"}
+                    answered = [(i.call_id, i.created_at) for i in items if getattr(i, "type", None) == "function_call_output"]
+                    assert len(answered) == 3, items
+                    for step, (call_id, at) in zip(TURN_COST_STEPS, answered):
+                        measured[step].append((at - made[call_id]) * 1000)
+                await tools.aclose()
+                model.close()
+                calls = await gatehouse.get_session_calls(conversation_id)
+                assert [c["status"] for c in calls["recent"]] == ["COMPLETED"], calls
+            report_turn_cost("livekit", measured, await direct_route_ms(gatehouse, count))
+
+    asyncio.run(conversations(8))
 
 
 def test_gatehouse_unavailable_is_said_and_nothing_is_done() -> None:

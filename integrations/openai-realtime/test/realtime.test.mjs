@@ -262,6 +262,67 @@ test("a restarted relay asks the waiting question, and an outcome is spoken once
   assert.equal(told, 1);
 });
 
+/** The nearest-rank percentile of `samples` (`fraction` 0.5 for p50, 0.99 for p99). */
+function percentile(samples, fraction) {
+  const ordered = [...samples].sort((a, b) => a - b);
+  return ordered[Math.max(0, Math.min(ordered.length - 1, Math.round(fraction * ordered.length + 0.5) - 1))];
+}
+
+test("what Gatehouse costs a turn (measured, not asserted)", async (t) => {
+  // From each function call (the proposal, the yes, the go-ahead) to what the relay sends for it
+  // (the read-back spoken, the approved call's output, the go-ahead's output), over several
+  // conversations, beside Gatehouse's own routes (docs/benchmarks.md, "What Gatehouse costs a
+  // turn"). What is asserted is that each conversation sent its email.
+  const steps = { propose: [], confirm: [], proceed: [] };
+  const route = { propose: [], confirm: [], proceed: [] };
+  for (let n = 0; n < 8; n += 1) {
+    const id = conversation(`cost-${n}`);
+    const model = scripted(t, [[["send_email", SEED]], [["confirm_call", {}]], "On it.", [["confirm_call", {}]], "Sending it."]);
+    const r = await relay(t, model, gatehouse, id);
+    r.session.sendMessage("Email John.");
+    await saidSomething(r, "john@gmail.com");
+    r.session.sendMessage("Yes.");
+    await saidSomething(r, "is ready");
+    r.session.sendMessage("Go ahead.");
+    await saidSomething(r, "sent to");
+    const [proposal, yes, goAhead] = [...model.calledAt.entries()];
+    const spokenAfter = (at) => model.received.find((e) => e.type === "response.create" && e.response?.instructions && e.receivedAt > at);
+    const outputFor = (callId) => model.received.find((e) => e.type === "conversation.item.create" && e.item?.type === "function_call_output" && e.item.call_id === callId);
+    steps.propose.push(spokenAfter(proposal[1]).receivedAt - proposal[1]);
+    steps.confirm.push(outputFor(proposal[0]).receivedAt - yes[1]);
+    steps.proceed.push(outputFor(goAhead[0]).receivedAt - goAhead[1]);
+    const calls = await settled(id);
+    assert.deepEqual(calls.recent.map((c) => c.status), ["COMPLETED"]);
+    r.tools.close();
+    r.session.close();
+
+    const created = await timed(route.propose, () => gatehouse.createToolCall({ session_id: `${id}-direct`, function_name: "send_email", parameters: SEED }));
+    await timed(route.confirm, () => gatehouse.confirmToolCall(created.tool_call_id));
+    await until("PREPARED", async () => (await gatehouse.getToolCall(created.tool_call_id)).status === "PREPARED");
+    await timed(route.proceed, () => gatehouse.resumeExecution(created.tool_call_id, { action: "proceed" }));
+  }
+  const lines = ["openai-realtime: from the model's function call to what the relay sends for it, beside Gatehouse's own route (ms)"];
+  for (const step of ["propose", "confirm", "proceed"]) {
+    const [ours, direct] = [steps[step], route[step]];
+    lines.push(
+      `  ${step.padEnd(8)} n=${String(ours.length).padStart(2)}  p50 ${percentile(ours, 0.5).toFixed(1).padStart(7)}  p99 ${percentile(ours, 0.99).toFixed(1).padStart(7)}` +
+        `   route p50 ${percentile(direct, 0.5).toFixed(1).padStart(7)}  p99 ${percentile(direct, 0.99).toFixed(1).padStart(7)}`,
+    );
+  }
+  if (process.env.GATEHOUSE_TURN_COST) {
+    const { mkdirSync, writeFileSync } = await import("node:fs");
+    mkdirSync(process.env.GATEHOUSE_TURN_COST, { recursive: true });
+    writeFileSync(join(process.env.GATEHOUSE_TURN_COST, "openai-realtime.txt"), `${lines.join("\n")}\n`);
+  }
+});
+
+async function timed(samples, request) {
+  const started = performance.now();
+  const answer = await request();
+  samples.push(performance.now() - started);
+  return answer;
+}
+
 test("the example relay plays the seed conversation", async (t) => {
   const id = conversation("example");
   const model = scripted(t, [

@@ -23,6 +23,8 @@ export class ScriptedRealtime {
     this.sockets = [];
     this.counter = 0;
     this.items = new Map();
+    /** By call id: when (performance.now()) the model's function call was sent. */
+    this.calledAt = new Map();
     this.server = new WebSocketServer({ host: "127.0.0.1", port: 0, path: "/v1/realtime" });
     this.server.on("connection", (socket) => this.#accept(socket));
   }
@@ -63,6 +65,7 @@ export class ScriptedRealtime {
     this.#send(socket, { type: "session.created", session: { type: "realtime", object: "realtime.session", id: this.#id("sess"), model: "scripted" } });
     socket.on("message", (data) => {
       const event = JSON.parse(String(data));
+      event.receivedAt = performance.now();
       this.received.push(event);
       if (event.type === "session.update") {
         this.#send(socket, { type: "session.updated", session: { type: "realtime", ...event.session } });
@@ -99,6 +102,7 @@ export class ScriptedRealtime {
             arguments: JSON.stringify(args),
           }));
     items.forEach((item, index) => {
+      if (item.type === "function_call") this.calledAt.set(item.call_id, performance.now());
       this.#send(socket, { type: "response.output_item.added", response_id: response.id, output_index: index, item: { ...item, status: "in_progress" } });
       this.#send(socket, { type: "conversation.item.added", previous_item_id: null, item: { ...item, status: "in_progress" } });
       this.items.set(item.id, item);

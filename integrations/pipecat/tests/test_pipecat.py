@@ -33,7 +33,7 @@ from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.tests.utils import SleepFrame, run_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from scripted_model import SEED, ScriptedModel, play_example  # noqa: E402
+from scripted_model import SEED, TURN_COST_STEPS, ScriptedModel, direct_route_ms, play_example, report_turn_cost  # noqa: E402
 
 URL = os.environ["GATEHOUSE_URL"]
 TOKEN = os.environ["GATEHOUSE_TOKEN"]
@@ -290,6 +290,36 @@ def test_a_restarted_relay_asks_the_waiting_question_and_speaks_an_outcome_once(
             assert len(spoken) == 1, spoken
 
     asyncio.run(conversation())
+
+
+def test_what_gatehouse_costs_a_turn() -> None:
+    """Measured, not asserted: from each function call (the proposal, the yes, the go-ahead) to its
+    result in Pipecat's pipeline, over several conversations, beside Gatehouse's own routes
+    (docs/benchmarks.md, "What Gatehouse costs a turn"). What is asserted is that each conversation
+    sent its email."""
+
+    async def conversations(count: int) -> None:
+        measured: dict[str, list[float]] = {step: [] for step in TURN_COST_STEPS}
+        async with AsyncGatehouse(URL, TOKEN) as gh:
+            for n in range(count):
+                session = f"pipecat-cost-{n}-{uuid.uuid4().hex[:8]}"
+                model = ScriptedModel([[("send_email", SEED)], "Shall I?", [("confirm_call", {})], "On it.",
+                                       [("confirm_call", {})], "Sending it."])
+                p, tools, calls = await pipeline(model, gh, session, Calls())
+                await run_test(p, frames_to_send=[user("Email John."), SleepFrame(0.5), user("Yes."), SleepFrame(1.0),
+                                                  user("Go ahead."), SleepFrame(1.0)])
+                await tools.aclose()
+                model.close()
+                starts = [i for i, what in enumerate(calls.seen) if what.startswith("start ")]
+                results = [i for i, what in enumerate(calls.seen) if what.startswith("result ")]
+                assert len(starts) == len(results) == 3, calls.seen
+                for step, start, result in zip(TURN_COST_STEPS, starts, results):
+                    measured[step].append((calls.at[result] - calls.at[start]) * 1000)
+                context = await gh.get_session_calls(session)
+                assert [c["status"] for c in context["recent"]] == ["COMPLETED"], context
+            report_turn_cost("pipecat", measured, await direct_route_ms(gh, count))
+
+    asyncio.run(conversations(8))
 
 
 def test_a_proposal_the_caller_interrupts_is_withdrawn() -> None:
