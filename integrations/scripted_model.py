@@ -19,7 +19,9 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import httpx
 
 Turn = Union[str, Sequence[Tuple[str, Dict[str, Any]]]]
 
@@ -165,6 +167,46 @@ def play_example(name: str, conversation_id: str) -> List[str]:
         model.close()
     assert played.returncode == 0, played.stderr[-3000:]
     return [line[len("agent: "):] for line in played.stdout.splitlines() if line.startswith("agent: ")]
+
+
+class SlowAnswers(httpx.AsyncBaseTransport):
+    """Real requests to the real Gatehouse, whose answers to ``POST <path>...`` reach the relay
+    ``delay`` seconds late (the first ``count`` of them; all when None): an interruption or a
+    second yes then lands while the function call is under way."""
+
+    def __init__(self, path: str, delay: float, count: Optional[int] = None) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self._path, self._delay, self._left = path, delay, count
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        slowed = self._left is None or self._left > 0
+        if request.method == "POST" and request.url.path.startswith(self._path) and slowed:
+            if self._left is not None:
+                self._left -= 1
+            await response.aread()
+            await asyncio.sleep(self._delay)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class Hangs(httpx.AsyncBaseTransport):
+    """A Gatehouse that hangs once the relay has its tools: the tool list is answered by the real
+    one, every other request is accepted and never answered."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/voice-tools/tools":
+            return await self._inner.handle_async_request(request)
+        await asyncio.Event().wait()
+        raise AssertionError("an event nobody sets was set")
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 TURN_COST_STEPS = ("propose", "confirm", "proceed")

@@ -20,7 +20,9 @@ from livekit.agents import Agent, AgentSession
 from livekit.plugins import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from scripted_model import SEED, TURN_COST_STEPS, ScriptedModel, direct_route_ms, play_example, report_turn_cost  # noqa: E402
+from scripted_model import (  # noqa: E402
+    SEED, TURN_COST_STEPS, Hangs, ScriptedModel, SlowAnswers, direct_route_ms, play_example, report_turn_cost,
+)
 
 URL = os.environ["GATEHOUSE_URL"]
 TOKEN = os.environ["GATEHOUSE_TOKEN"]
@@ -119,42 +121,6 @@ def test_the_tool_called_again_after_an_interruption_is_the_same_call() -> None:
     asyncio.run(conversation())
 
 
-class SlowConfirm(httpx.AsyncBaseTransport):
-    """Real requests to the real Gatehouse; the first confirm's answer reaches the relay 2.5 s late."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-        self._left = 1
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        if request.url.path.startswith("/voice-tools/confirm") and self._left:
-            self._left = 0
-            await response.aread()
-            await asyncio.sleep(2.5)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class Hangs(httpx.AsyncBaseTransport):
-    """A Gatehouse that hangs once the relay has its tools: every other request is accepted and
-    never answered."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/voice-tools/tools":
-            return await self._inner.handle_async_request(request)
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 def outputs(session: AgentSession[Any]) -> List[str]:
     """Every function result the model was given, in order."""
     return [str(getattr(item, "output", "")) for item in session.history.items if getattr(item, "type", None) == "function_call_output"]
@@ -170,7 +136,7 @@ def test_a_repeated_yes_over_a_slow_confirm_asks_the_checkpoint_question_before_
                                [("confirm_call", {})], "Sending it.", "Okay.", "Sent."])
         async with AsyncGatehouse(URL, TOKEN) as plain:
             await plain.create_tool_call({"session_id": conversation_id, "function_name": "send_email", "parameters": SEED})
-        async with AsyncGatehouse(URL, TOKEN, http=httpx.AsyncClient(transport=SlowConfirm())) as gatehouse:
+        async with AsyncGatehouse(URL, TOKEN, http=httpx.AsyncClient(transport=SlowAnswers("/voice-tools/confirm", 2.5, count=1))) as gatehouse:
             tools = await GatehouseTools.attach(gatehouse, conversation_id)
             async with AgentSession(llm=model_llm(model)) as session:
                 tools.speak_with(session)

@@ -33,49 +33,14 @@ from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.tests.utils import SleepFrame, run_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from scripted_model import SEED, TURN_COST_STEPS, ScriptedModel, direct_route_ms, play_example, report_turn_cost  # noqa: E402
+from scripted_model import (  # noqa: E402
+    SEED, TURN_COST_STEPS, Hangs, ScriptedModel, SlowAnswers, direct_route_ms, play_example, report_turn_cost,
+)
 
 URL = os.environ["GATEHOUSE_URL"]
 TOKEN = os.environ["GATEHOUSE_TOKEN"]
 # The same application without its database (clients/test starts both).
 DEGRADED_URL = os.environ["GATEHOUSE_DEGRADED_URL"]
-
-
-class Hangs(httpx.AsyncBaseTransport):
-    """A Gatehouse that hangs once the relay has its tools: the tool list is answered by the real
-    one, every other request is accepted and never answered."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/voice-tools/tools":
-            return await self._inner.handle_async_request(request)
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class SlowAnswers(httpx.AsyncBaseTransport):
-    """Real requests to the real Gatehouse, whose answers to ``POST <path>`` reach the relay
-    ``delay`` seconds late: an interruption then lands while the function call is under way."""
-
-    def __init__(self, path: str, delay: float) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-        self._path = path
-        self._delay = delay
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        if request.method == "POST" and request.url.path.startswith(self._path):
-            await response.aread()
-            await asyncio.sleep(self._delay)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 class Heard(FrameProcessor):
