@@ -199,6 +199,15 @@ class VoiceSession:
             return await asyncio.wait_for(asyncio.shield(work), self.deadline)
         except asyncio.TimeoutError:
             return self._too_late(name, parsed, call_id, work)
+        except asyncio.CancelledError:
+            # The framework cut the function call off: a yes, a correction or a cancellation may
+            # have arrived and goes on; anything else stops (a proposal is withdrawn by the
+            # framework's adapter, by its key).
+            if name in (CONFIRM, CHANGE, CANCEL):
+                self._in_background(work)
+            else:
+                work.cancel()
+            raise
         finally:
             if filler is not None:
                 filler.cancel()
