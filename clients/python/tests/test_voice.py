@@ -210,8 +210,9 @@ def test_a_hanging_gatehouse_gets_a_filler_and_a_true_line_within_the_deadline()
                     started = loop.time()
                     assert await relay.call(name, arguments, f"fc_{name}") == expected, name
                     waited = loop.time() - started
-                    # The deadline bounds the wait; the slack is the event loop's, not Gatehouse's.
-                    assert 1.5 <= waited < 2.5, (name, waited)
+                    # The deadline bounds the wait (the client alone would wait 30 s and more); the
+                    # slack is for a busy machine's event loop.
+                    assert 1.5 <= waited < 4.5, (name, waited)
                     assert spoken.said == [FILLER], (name, spoken.said)
                 await relay.aclose()
         finally:

@@ -79,8 +79,9 @@ test("a hanging Gatehouse gets a filler and a true line within the deadline", as
       const started = Date.now();
       assert.equal(await relay.call(name, args, `fc_${name}`), expected, name);
       const waited = Date.now() - started;
-      // The deadline bounds the wait; the slack is the event loop's, not Gatehouse's.
-      assert.ok(waited >= 1450 && waited < 2500, `${name}: ${waited} ms`);
+      // The deadline bounds the wait (the client alone would wait 30 s and more); the slack is
+      // for a busy machine's event loop.
+      assert.ok(waited >= 1450 && waited < 4500, `${name}: ${waited} ms`);
       assert.deepEqual(speak.said, [FILLER], name);
     }
     relay.close();

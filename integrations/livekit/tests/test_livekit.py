@@ -181,8 +181,9 @@ def test_a_hanging_gatehouse_gets_a_filler_and_a_true_line_within_the_deadline()
                 loop = asyncio.get_running_loop()
                 started = loop.time()
                 result = await session.run(user_input="Email John.")
-                # The deadline bounds the turn; the slack is the session's, not Gatehouse's.
-                assert loop.time() - started < 3.0
+                # The deadline bounds the turn (the client alone would wait 30 s and more); the
+                # slack is for a busy machine.
+                assert loop.time() - started < 5.0
                 result.expect.next_event().is_function_call(name="send_email")
                 assert result.expect.contains_function_call_output().event().item.output == UNREACHABLE
                 await until_said(session, FILLER)

@@ -226,8 +226,9 @@ test("a hanging Gatehouse: the model gets a true line within the deadline", asyn
   const started = Date.now();
   r.session.sendMessage("Email John.");
   await saidSomething(r, "I can't reach it right now.");
-  // The deadline bounds the wait; the slack is the session's, not Gatehouse's.
-  assert.ok(Date.now() - started < 3000, `${Date.now() - started} ms`);
+  // The deadline bounds the wait (the client alone would wait 30 s and more); the slack is for a
+  // busy machine.
+  assert.ok(Date.now() - started < 5000, `${Date.now() - started} ms`);
   assert.equal(model.outputs().at(-1).output, UNREACHABLE);
   r.session.sendMessage("Is anything waiting?");
   await saidSomething(r, "Still nothing.");
