@@ -5,15 +5,16 @@
  * one, the SDK asks for approval (`tool_approval_requested`) and this package makes the approval
  * a Gatehouse call held as PENDING: its read-back is spoken, a spoken correction (`change_call`)
  * modifies it, `session.approve()` (or the caller's yes, `confirm_call`) confirms it and
- * `session.reject()` (or `cancel_call`) cancels it. The approval is kept in Gatehouse, not in
- * this process: after a relay restart, `bind()` rebuilds the approvals of the conversation's
- * waiting calls, and approving one confirms the call that was proposed before the restart.
+ * `session.reject()` (or `cancel_call`) cancels it. The call is kept in Gatehouse, not in this
+ * process: after a relay restart, `bind()` puts the conversation's waiting calls into the new
+ * conversation, where the caller's yes confirms them (`confirm_call`; an application calls
+ * `confirmCall`), since an SDK approval belongs to the model response that asked for it.
  * The checkpoint's question and the outcome are spoken when they arrive.
  */
-import { RunToolApprovalItem } from "@openai/agents-core";
+import type { RunToolApprovalItem } from "@openai/agents-core";
 import type { FunctionTool } from "@openai/agents-core";
 import { backgroundResult, tool } from "@openai/agents-realtime";
-import type { RealtimeAgent, RealtimeItem, RealtimeSession } from "@openai/agents-realtime";
+import type { RealtimeItem, RealtimeSession } from "@openai/agents-realtime";
 import {
   CANCEL,
   CHANGE,
@@ -46,8 +47,6 @@ export interface GatehouseRealtimeOptions {
 export interface HeldApproval {
   item: RunToolApprovalItem;
   toolCallId: ToolCallId;
-  /** Rebuilt from Gatehouse after a relay restart, rather than asked for in this process. */
-  restored: boolean;
 }
 
 /** The instructions of the response that says `sentence`. */
@@ -60,9 +59,6 @@ const defaultSpeak: Speak = (session, sentence) => {
   if (session.transport.requestResponse) session.transport.requestResponse(response);
   else session.transport.sendEvent({ type: "response.create", response });
 };
-
-/** The response id given to approvals rebuilt after a restart (the SDK wants one). */
-const RESTORED = "gatehouse-restored";
 
 export class GatehouseRealtime {
   /** The voice session under this one: Gatehouse's calls for the conversation. */
@@ -78,6 +74,8 @@ export class GatehouseRealtime {
   private readonly proposals = new Map<string, Promise<Proposal>>();
   /** The SDK's call ids whose approval this package decided itself (not to be cancelled again). */
   private readonly decided = new Set<string>();
+  /** The calls proposed before a relay restart that were still waiting for a yes at `bind`. */
+  private restored: ToolCallId[] = [];
 
   private constructor(voice: VoiceSession, functions: VoiceFunction[], options: GatehouseRealtimeOptions) {
     this.voice = voice;
@@ -109,9 +107,9 @@ export class GatehouseRealtime {
 
   /**
    * Binds to a connected session: its approval requests become Gatehouse calls, what arrives
-   * later is spoken through it, and the conversation's calls still waiting for a yes (proposed
-   * before a relay restart) get their approvals back (`pendingApprovals`); the calls already
-   * running are followed again.
+   * later is spoken through it, and the conversation is picked up (`restore`): the calls still
+   * waiting for a yes (proposed before a relay restart) are put into the conversation
+   * (`restoredCalls`), and the calls already running are followed again.
    */
   async bind(session: RealtimeSession): Promise<void> {
     this.session = session;
@@ -226,7 +224,7 @@ export class GatehouseRealtime {
     // withdrawn by its key (withinDeadline does that).
     const proposal: Proposal = typeof answered === "string" ? { outcome: "unreachable", sentence: answered } : answered;
     if (proposal.outcome === "proposed" && proposal.toolCallId !== undefined) {
-      this.held.set(proposal.toolCallId, { item, toolCallId: proposal.toolCallId, restored: false });
+      this.held.set(proposal.toolCallId, { item, toolCallId: proposal.toolCallId });
       await this.speak(session, proposal.message ?? proposal.sentence);
     } else {
       // The same action already waiting, running or done, a refusal, or Gatehouse unreachable:
@@ -299,56 +297,52 @@ export class GatehouseRealtime {
   }
 
   /**
-   * After a restart: each call of the conversation still PENDING, proposed by a tool call of a
-   * realtime session (its `intent_id` is the SDK's call id), gets its approval back; the function
-   * call is put into the new conversation so that the model's answer to it has its call.
+   * After a restart: the checkpoint's question asked again, a running call followed, an outcome
+   * that came while no relay was there spoken (once across relays), and the calls still waiting
+   * for the caller's yes put into the new conversation as what the model knows, so the caller's
+   * yes (`confirm_call`) or no (`cancel_call`) decides them. The SDK's approvals belong to the
+   * model response that asked for them, which ended with the old connection, so none is rebuilt:
+   * an application that shows approvals decides these with `confirmCall` and `cancelCall`.
+   * Within the deadline, so a Gatehouse that hangs never holds the relay's start.
    */
   private async restore(session: RealtimeSession): Promise<void> {
-    let open;
+    const read = this.voice.pickUp().then(async (waiting) => ({ waiting, open: await this.voice.openCalls() }));
+    let picked;
     try {
-      // The checkpoint's question asked again, a running call followed, and an outcome that came
-      // while no relay was there spoken (once across relays); within the deadline, so a Gatehouse
-      // that hangs never holds the relay's start.
-      const read = this.voice.pickUp().then(() => this.voice.openCalls());
-      const picked = await this.voice.withinDeadline(PENDING, {}, "restore", read);
-      if (typeof picked === "string") {
-        console.warn(`gatehouse-openai-realtime: the waiting calls were not read in time: ${picked}`);
-        return;
-      }
-      open = picked;
+      picked = await this.voice.withinDeadline(PENDING, {}, "restore", read);
     } catch (error) {
       console.warn(`gatehouse-openai-realtime: the waiting calls were not read: ${sentenceFor(error)}`);
       return;
     }
-    const agent = session.currentAgent as RealtimeAgent;
-    for (const call of open) {
-      if (call.status !== "PENDING") continue;
-      if (!this.toolNames.has(call.function_name) || this.held.has(call.tool_call_id)) continue;
-      let intent: string | null;
-      try {
-        intent = (await this.voice.client.getToolCall(call.tool_call_id)).intent_id;
-      } catch (error) {
-        console.warn(`gatehouse-openai-realtime: ${call.tool_call_id} was not read: ${sentenceFor(error)}`);
-        continue;
-      }
-      if (!intent) continue;
-      const args = JSON.stringify(call.parameters);
-      // The Realtime API takes an item id of at most 32 characters from the client.
-      const itemId = `gh_${call.tool_call_id.replace(/[^A-Za-z0-9]/g, "").slice(0, 29)}`;
-      session.transport.sendEvent({
-        type: "conversation.item.create",
-        item: { id: itemId, type: "function_call", call_id: intent, name: call.function_name, arguments: args },
-      });
-      const item = new RunToolApprovalItem(
-        { type: "function_call", id: itemId, callId: intent, name: call.function_name, arguments: args, status: "completed", responseId: RESTORED } as never,
-        agent as never,
-      );
-      this.held.set(call.tool_call_id, { item, toolCallId: call.tool_call_id, restored: true });
+    if (typeof picked === "string") {
+      console.warn(`gatehouse-openai-realtime: the waiting calls were not read in time: ${picked}`);
+      return;
     }
+    const waiting = picked.open.filter((call) => call.status === "PENDING" && this.toolNames.has(call.function_name));
+    this.restored = waiting.map((call) => call.tool_call_id);
+    if (waiting.length === 0) return;
+    const text = `Calls of this conversation from before a restart. ${picked.waiting} Those PENDING wait for the caller's yes (confirm_call) or no (cancel_call).`;
+    session.transport.sendEvent({
+      type: "conversation.item.create",
+      item: { type: "message", role: "system", content: [{ type: "input_text", text }] },
+    });
+  }
+
+  /** The calls proposed before a relay restart that still wait for the caller's yes, oldest first. */
+  get restoredCalls(): readonly ToolCallId[] {
+    return this.restored;
+  }
+
+  /** Confirms a call waiting for its yes (a restored one, for an application that shows them). */
+  async confirmCall(toolCallId: ToolCallId): Promise<string> {
+    return this.voice.withinDeadline(CONFIRM, {}, toolCallId, this.voice.answering(() => this.voice.confirm(toolCallId)));
+  }
+
+  /** Cancels a call waiting for its yes (a restored one, for an application that shows them). */
+  async cancelCall(toolCallId: ToolCallId, reason?: string): Promise<string> {
+    return this.voice.withinDeadline(CANCEL, {}, toolCallId, this.voice.answering(() => this.voice.cancel(toolCallId, reason)));
   }
 }
-
-
 
 /** The text of everything the assistant said in `history`, in order. */
 export function assistantText(history: readonly RealtimeItem[]): string[] {
