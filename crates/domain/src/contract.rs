@@ -17,24 +17,27 @@ use crate::{FieldProblem, SessionId, SessionOf, ToolCallId};
 /// The path prefix of the contract on a tool component.
 pub const CONTRACT_PATH: &str = "/tool";
 
+/// The path under which a tool host's components serve their contracts, one segment each.
+const TOOL_HOSTS: &str = "/internal/tools/";
+
 /// Where a tool component's contract is reached from another host: the manifest routes
 /// `/internal/tools/<component id>/...` to it (docs/tools.md, "A tool on its own host").
 pub fn tool_host_route(component: &str) -> String {
-    format!("/internal/tools/{component}/...")
+    format!("{TOOL_HOSTS}{component}/...")
 }
 
 /// The component id a manifest route serves a tool's contract for, when the route has the
 /// shape [`tool_host_route`] writes: one non-empty segment.
 pub fn tool_of_host_route(route: &str) -> Option<&str> {
     route
-        .strip_prefix("/internal/tools/")
+        .strip_prefix(TOOL_HOSTS)
         .and_then(|rest| rest.strip_suffix("/..."))
         .filter(|id| !id.is_empty() && !id.contains('/'))
 }
 
 /// The URL of `component`'s contract on the application at `base` (`http://host:port`).
 pub fn tool_host_url(base: &str, component: &str) -> String {
-    format!("{}/internal/tools/{component}", base.trim_end_matches('/'))
+    format!("{}{TOOL_HOSTS}{component}", base.trim_end_matches('/'))
 }
 
 /// The response header by which a tool says it wrote the operation's `tool_executions` row

@@ -215,7 +215,8 @@ fn well_formed_nonce(nonce: &str) -> bool {
     NONCE_LENGTHS.contains(&nonce.len()) && nonce.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-fn keyed(secret: &[u8]) -> Hmac<Sha256> {
+/// HMAC-SHA256 keyed with `secret`: every MAC this crate makes starts here.
+pub(crate) fn keyed(secret: &[u8]) -> Hmac<Sha256> {
     // HMAC takes keys of any length, so this cannot fail.
     match Hmac::<Sha256>::new_from_slice(secret) {
         Ok(mac) => mac,

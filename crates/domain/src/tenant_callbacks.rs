@@ -9,9 +9,8 @@
 //! the deployment's `callback_allowed_hosts`; every other tenant names its own, and until it
 //! does its calls can have no callback at all.
 
-use hmac::{Hmac, Mac};
+use hmac::Mac;
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
 use crate::CallbackAllowlist;
 use crate::keys::DEFAULT_TENANT;
@@ -65,10 +64,7 @@ pub fn tenant_secret(master: &str, tenant: &str, generation: i32) -> String {
     if tenant == DEFAULT_TENANT && generation <= 1 {
         return master.to_owned();
     }
-    let mut mac = match Hmac::<Sha256>::new_from_slice(master.as_bytes()) {
-        Ok(mac) => mac,
-        Err(_) => unreachable!("HMAC accepts every key length"),
-    };
+    let mut mac = crate::signing::keyed(master.as_bytes());
     mac.update(format!("gatehouse tenant callback secret\n{tenant}\n{generation}").as_bytes());
     hex::encode(mac.finalize().into_bytes())
 }
