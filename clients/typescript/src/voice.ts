@@ -26,7 +26,7 @@
 import { randomBytes } from "node:crypto";
 import type { Gatehouse } from "./client.js";
 import { GatehouseConnectionError, GatehouseError, NotFoundError, ValidationFailedError } from "./errors.js";
-import type { CancelRequest, ModifyRequest, Parameters, PendingCall, ToolCall, ToolCallId } from "./types.js";
+import type { CancelRequest, ContextResponse, ModifyRequest, Parameters, PendingCall, ToolCall, ToolCallId } from "./types.js";
 
 export const CONFIRM = "confirm_call";
 export const CHANGE = "change_call";
@@ -255,7 +255,11 @@ export class VoiceSession {
    * session cannot be read.
    */
   async pickUp(): Promise<string> {
-    const context = await this.client.getSessionCalls(this.sessionId);
+    return this.pickUpFrom(await this.client.getSessionCalls(this.sessionId));
+  }
+
+  /** `pickUp` on the conversation's calls as already read (`getSessionCalls`). */
+  pickUpFrom(context: ContextResponse): string {
     for (const open of context.pending) {
       if (open.status === "PREPARED" || open.status === "EXECUTING") this.follow(open.tool_call_id);
     }

@@ -306,7 +306,7 @@ export class GatehouseRealtime {
    * Within the deadline, so a Gatehouse that hangs never holds the relay's start.
    */
   private async restore(session: RealtimeSession): Promise<void> {
-    const read = this.voice.pickUp().then(async (waiting) => ({ waiting, open: await this.voice.openCalls() }));
+    const read = this.voice.client.getSessionCalls(this.voice.sessionId);
     let picked;
     try {
       picked = await this.voice.withinDeadline(PENDING, {}, "restore", read);
@@ -318,10 +318,13 @@ export class GatehouseRealtime {
       console.warn(`gatehouse-openai-realtime: the waiting calls were not read in time: ${picked}`);
       return;
     }
-    const waiting = picked.open.filter((call) => call.status === "PENDING" && this.toolNames.has(call.function_name));
+    const described = this.voice.pickUpFrom(picked);
+    const waiting = picked.pending
+      .filter((call) => call.status === "PENDING" && this.toolNames.has(call.function_name))
+      .sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at));
     this.restored = waiting.map((call) => call.tool_call_id);
     if (waiting.length === 0) return;
-    const text = `Calls of this conversation from before a restart. ${picked.waiting} Those PENDING wait for the caller's yes (confirm_call) or no (cancel_call).`;
+    const text = `Calls of this conversation from before a restart. ${described} Those PENDING wait for the caller's yes (confirm_call) or no (cancel_call).`;
     session.transport.sendEvent({
       type: "conversation.item.create",
       item: { type: "message", role: "system", content: [{ type: "input_text", text }] },

@@ -81,6 +81,9 @@ ASKED_SINCE = "The caller said that before hearing the final question, which was
 OVERTAKEN = "(Already handled: the caller has since heard what happened. Say nothing about this.)"
 """A late answer to an earlier step of a call that has moved past it: not to be spoken."""
 
+NOTHING_WAITING = "Nothing is waiting."
+"""What :meth:`VoiceSession.pick_up` and ``pending_calls`` answer for a conversation with no open call."""
+
 FILLER = "One moment."
 """The default filler line, spoken while a function call waits on Gatehouse."""
 
@@ -459,9 +462,15 @@ class VoiceSession:
             return True
 
 
+def restart_note(waiting: str) -> Optional[str]:
+    """What a framework puts into its model's context after :meth:`VoiceSession.pick_up` answered
+    ``waiting``; None when nothing waits."""
+    return None if waiting == NOTHING_WAITING else f"Calls of this conversation from before a restart. {waiting}"
+
+
 def _waiting(pending: List[PendingCall]) -> str:
     if not pending:
-        return "Nothing is waiting."
+        return NOTHING_WAITING
     lines = [
         f"{call['tool_call_id']}: {call['function_name']} {json.dumps(call['parameters'])} ({call['status']})"
         for call in pending

@@ -20,7 +20,7 @@ import logging
 from typing import Any, Dict, List, Optional
 
 from gatehouse_client import AsyncGatehouse
-from gatehouse_client.voice import Function, VoiceSession
+from gatehouse_client.voice import Function, VoiceSession, restart_note
 from livekit.agents import AgentSession, RunContext, function_tool
 from livekit.agents.llm import RawFunctionTool, Tool, Toolset
 
@@ -68,11 +68,12 @@ class GatehouseTools:
         except Exception as error:  # the client's errors: logged, the conversation goes on without
             log.warning("picking up %s: %s", self.voice.session_id, error)
             return
-        if waiting == "Nothing is waiting.":
+        note = restart_note(waiting)
+        if note is None:
             return
         agent = session.current_agent
         context = agent.chat_ctx.copy()
-        context.add_message(role="system", content=f"Calls of this conversation from before a restart. {waiting}")
+        context.add_message(role="system", content=note)
         await agent.update_chat_ctx(context)
 
     async def aclose(self) -> None:

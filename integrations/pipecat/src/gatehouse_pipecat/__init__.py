@@ -23,7 +23,7 @@ import logging
 from typing import Any, List, Optional, Set
 
 from gatehouse_client import AsyncGatehouse
-from gatehouse_client.voice import CONFIRM, SESSION_FUNCTIONS, Function, VoiceSession
+from gatehouse_client.voice import CONFIRM, SESSION_FUNCTIONS, Function, VoiceSession, restart_note
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import Frame, LLMMessagesAppendFrame, StartFrame, TTSSpeakFrame
@@ -81,8 +81,8 @@ class GatehouseTools:
         except Exception as error:  # the client's errors: logged, the conversation goes on without
             log.warning("picking up %s: %s", self.voice.session_id, error)
             return
-        if waiting != "Nothing is waiting.":
-            note = f"Calls of this conversation from before a restart. {waiting}"
+        note = restart_note(waiting)
+        if note is not None:
             await self.llm.push_frame(LLMMessagesAppendFrame(messages=[{"role": "system", "content": note}], run_llm=False))
 
     async def _on_frame(self, _processor: Any, frame: Frame) -> None:
