@@ -233,6 +233,17 @@ class VoiceSession:
                 self._follow(settled["tool_call_id"])
         return _waiting(context["pending"])
 
+    async def restart_note(self) -> Optional[str]:
+        """:meth:`pick_up`, and what a framework then puts into its model's context: the calls
+        still open, or None when nothing waits. A session that cannot be read is logged and left
+        alone: the conversation goes on without."""
+        try:
+            waiting = await self.pick_up()
+        except (GatehouseConnectionError, GatehouseError) as error:
+            log.warning("picking up %s: %s", self.session_id, error)
+            return None
+        return None if waiting == NOTHING_WAITING else f"Calls of this conversation from before a restart. {waiting}"
+
     async def _answer(self, name: str, parsed: Dict[str, Any], call_id: str, said_at: Optional[float] = None) -> str:
         try:
             if name == CONFIRM:
@@ -460,12 +471,6 @@ class VoiceSession:
         except (GatehouseConnectionError, GatehouseError) as error:
             log.warning("marking the outcome of %s as told: %s", tool_call_id, error)
             return True
-
-
-def restart_note(waiting: str) -> Optional[str]:
-    """What a framework puts into its model's context after :meth:`VoiceSession.pick_up` answered
-    ``waiting``; None when nothing waits."""
-    return None if waiting == NOTHING_WAITING else f"Calls of this conversation from before a restart. {waiting}"
 
 
 def _waiting(pending: List[PendingCall]) -> str:

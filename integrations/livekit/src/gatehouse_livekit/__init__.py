@@ -16,17 +16,14 @@ there is said, once across relays."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Dict, List, Optional
 
 from gatehouse_client import AsyncGatehouse
-from gatehouse_client.voice import Function, VoiceSession, restart_note
+from gatehouse_client.voice import Function, VoiceSession
 from livekit.agents import AgentSession, RunContext, function_tool
 from livekit.agents.llm import RawFunctionTool, Tool, Toolset
 
 __all__ = ["GatehouseTools"]
-
-log = logging.getLogger("gatehouse_livekit")
 
 
 class GatehouseTools:
@@ -63,12 +60,7 @@ class GatehouseTools:
         chat context, asks the question of a call waiting at its checkpoint and says an outcome no
         relay has told. A Gatehouse that cannot be reached is logged, and the session goes on."""
         self.speak_with(session)
-        try:
-            waiting = await self.voice.pick_up()
-        except Exception as error:  # the client's errors: logged, the conversation goes on without
-            log.warning("picking up %s: %s", self.voice.session_id, error)
-            return
-        note = restart_note(waiting)
+        note = await self.voice.restart_note()
         if note is None:
             return
         agent = session.current_agent

@@ -19,19 +19,16 @@ there is spoken, once across relays."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any, List, Optional, Set
 
 from gatehouse_client import AsyncGatehouse
-from gatehouse_client.voice import CONFIRM, SESSION_FUNCTIONS, Function, VoiceSession, restart_note
+from gatehouse_client.voice import CONFIRM, SESSION_FUNCTIONS, Function, VoiceSession
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import Frame, LLMMessagesAppendFrame, StartFrame, TTSSpeakFrame
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 __all__ = ["GatehouseTools"]
-
-log = logging.getLogger("gatehouse_pipecat")
 
 _SESSION_NAMES = {function.name for function in SESSION_FUNCTIONS}
 
@@ -76,12 +73,7 @@ class GatehouseTools:
         call waiting at its checkpoint and speaks an outcome no relay has told. Done once when the
         pipeline starts; a relay may call it itself."""
         self._picked_up = True
-        try:
-            waiting = await self.voice.pick_up()
-        except Exception as error:  # the client's errors: logged, the conversation goes on without
-            log.warning("picking up %s: %s", self.voice.session_id, error)
-            return
-        note = restart_note(waiting)
+        note = await self.voice.restart_note()
         if note is not None:
             await self.llm.push_frame(LLMMessagesAppendFrame(messages=[{"role": "system", "content": note}], run_llm=False))
 
