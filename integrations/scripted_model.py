@@ -5,6 +5,8 @@ own OpenAI services talk to it as they would to the real API, so the tests run t
 pipelines and sessions with no network and no model.
 
 A turn is a sentence (the assistant says it) or a list of function calls ``(name, arguments)``.
+A request whose newest message is a function result quoting a sentence to say (a late result
+delivered through the framework) is answered with that sentence, and takes no turn.
 Every request is kept (``requests``), so a test can read what the framework sent the model: the
 function results among them."""
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -114,6 +117,9 @@ class ScriptedModel:
             self.requests.append(body)
             self._calls += 1
             number = self._calls
+            told = _told(body)
+            if told is not None:
+                return told, number
             turn: Turn = self.script.pop(0) if self.script else "(the script has no more turns)"
         return turn, number
 
@@ -134,6 +140,33 @@ class ScriptedModel:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+_SAY_THIS = re.compile(r'Say this to the caller[^"]*"([\s\S]*)"\s*$')
+
+
+def _told(body: Dict[str, Any]) -> Optional[str]:
+    """The sentence a request asks the model to say, when its newest message is a function result
+    that quotes one (how a late result is delivered through the framework: Pipecat's async
+    functions). Such a request is answered with that sentence and takes no turn, as a model that
+    follows its instructions would."""
+    messages = body.get("messages") or []
+    if not messages or messages[-1].get("role") not in ("tool", "developer"):
+        return None
+    text: Any = messages[-1].get("content")
+    # The result may be JSON text, inside the framework's own JSON envelope (an async result).
+    for _ in range(3):
+        if isinstance(text, dict):
+            text = text.get("result")
+        elif isinstance(text, str):
+            try:
+                text = json.loads(text)
+            except ValueError:
+                break
+        else:
+            return None
+    found = _SAY_THIS.search(text) if isinstance(text, str) else None
+    return found.group(1) if found else None
 
 
 def _tool_call(number: int, index: int, name: str, args: Dict[str, Any]) -> Dict[str, Any]:

@@ -22,7 +22,9 @@ from pipecat.frames.frames import (
     FunctionCallInProgressFrame,
     FunctionCallResultFrame,
     InterruptionFrame,
+    LLMFullResponseEndFrame,
     LLMMessagesAppendFrame,
+    LLMTextFrame,
     TTSSpeakFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
@@ -44,16 +46,25 @@ DEGRADED_URL = os.environ["GATEHOUSE_DEGRADED_URL"]
 
 
 class Heard(FrameProcessor):
-    """What reached the speaker: every TTSSpeakFrame's text."""
+    """What reached the speaker: each reply of the model, and every TTSSpeakFrame's text
+    (``spoken``: those alone)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.said: List[str] = []
+        self.spoken: List[str] = []
+        self._reply = ""
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, TTSSpeakFrame):
             self.said.append(frame.text)
+            self.spoken.append(frame.text)
+        elif isinstance(frame, LLMTextFrame):
+            self._reply += frame.text
+        elif isinstance(frame, LLMFullResponseEndFrame) and self._reply:
+            self.said.append(self._reply)
+            self._reply = ""
         await self.push_frame(frame, direction)
 
 
@@ -91,10 +102,16 @@ def test_the_seed_conversation_with_a_restart_before_the_yes() -> None:
         # The relay restarts: a new pipeline and client on the same conversation.
         model.script.extend([[("confirm_call", {})], "On it.", [("confirm_call", {})], "Going ahead."])
         async with AsyncGatehouse(URL, TOKEN) as gh:
-            second, tools, heard = await pipeline(model, gh, session)
+            second, tools, heard = await pipeline(model, gh, session, Calls())
             await run_test(second, frames_to_send=[user("Yes, send it."), SleepFrame(2.0), user("Go ahead."), SleepFrame(3.0)])
             await tools.aclose()
             assert any("john.smith@gmail.com" in said for said in heard.said), heard.said
+            # The question and the outcome came as each yes's own result (Pipecat's async function
+            # results: an intermediate answer, then the news as the final one), not a TTSSpeakFrame.
+            assert heard.seen.count("start confirm_call") == 2 and heard.seen.count("result confirm_call") == 4, heard.seen
+            news = [r for r in heard.results if isinstance(r, str) and r.startswith("Say this to the caller")]
+            assert len(news) == 2 and "is ready" in news[0] and "sent to john.smith@gmail.com" in news[1], heard.results
+            assert not any("is ready" in line or "sent to" in line for line in heard.spoken), heard.spoken
             calls = await gh.get_session_calls(session)
             assert calls["pending_total"] == 0 and calls["recent_total"] == 1, calls
             assert calls["recent"][0]["status"] == "COMPLETED"
@@ -276,10 +293,12 @@ def test_what_gatehouse_costs_a_turn() -> None:
                                                   user("Go ahead."), SleepFrame(1.0)])
                 await tools.aclose()
                 model.close()
+                # Each step's cost is to its function call's first result (a yes's answer is an
+                # intermediate result; its news comes later as the final one).
                 starts = [i for i, what in enumerate(calls.seen) if what.startswith("start ")]
-                results = [i for i, what in enumerate(calls.seen) if what.startswith("result ")]
-                assert len(starts) == len(results) == 3, calls.seen
-                for step, start, result in zip(TURN_COST_STEPS, starts, results):
+                firsts = [calls.seen.index(f"result {calls.seen[i][len('start '):]}", i) for i in starts]
+                assert len(starts) == 3, calls.seen
+                for step, start, result in zip(TURN_COST_STEPS, starts, firsts):
                     measured[step].append((calls.at[result] - calls.at[start]) * 1000)
                 context = await gh.get_session_calls(session)
                 assert [c["status"] for c in context["recent"]] == ["COMPLETED"], context

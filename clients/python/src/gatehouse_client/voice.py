@@ -46,16 +46,22 @@ import secrets
 import time
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Set, Union
+from typing import Any, Awaitable, Callable, Dict, List, Literal, Mapping, Optional, Set, TypeVar, Union
 
 from .aio import AsyncGatehouse
 from .errors import GatehouseConnectionError, GatehouseError, NotFoundError, ValidationFailedError
-from .types import CancelRequest, CreateResponse, ModifyRequest, PendingCall, ToolCall
+from .types import CancelRequest, ContextResponse, CreateResponse, ModifyRequest, PendingCall, ToolCall
 
 log = logging.getLogger("gatehouse_client.voice")
 
 Speak = Callable[[str], Awaitable[None]]
 """How a session speaks a sentence on its own (the framework's ``say``)."""
+
+Tell = Callable[[str, str], Awaitable[bool]]
+"""How news of a call reaches the model through the function call still open for it: given the
+framework's id of that function call and the sentence; answers False when it is no longer open."""
+
+_T = TypeVar("_T")
 
 CONFIRM = "confirm_call"
 CHANGE = "change_call"
@@ -99,6 +105,19 @@ class Function:
     parameters: Dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """What proposing an action came to (:meth:`VoiceSession.propose`): held as PENDING for the
+    caller's yes (``proposed``, with its ``tool_call_id`` and its read-back ``message``), the same
+    action already waiting, under way or just done, refused, or Gatehouse unreachable. ``sentence``
+    is the model's answer in every case."""
+
+    outcome: Literal["proposed", "waiting", "under_way", "done", "refused", "unreachable"]
+    sentence: str
+    tool_call_id: Optional[str] = None
+    message: Optional[str] = None
+
+
 SESSION_FUNCTIONS = (
     Function(
         CONFIRM,
@@ -136,6 +155,8 @@ SESSION_FUNCTIONS = (
     ),
 )
 
+_SESSION_NAMES = frozenset(function.name for function in SESSION_FUNCTIONS)
+
 
 @dataclass
 class VoiceSession:
@@ -148,7 +169,12 @@ class VoiceSession:
 
     ``filler_after`` (seconds, None for never) is when ``filler`` is spoken while a function call
     waits on Gatehouse, and ``deadline`` when the model gets its answer whatever Gatehouse does:
-    for a phone call, not the client's generic timeouts (docs/livekit.md, "Deadlines")."""
+    for a phone call, not the client's generic timeouts (docs/livekit.md, "Deadlines").
+
+    ``tell`` is for a framework with its own way of delivering a late tool result (Pipecat's
+    async functions): the news of a call the caller's yes set going (its checkpoint's question, its
+    outcome) is given to the model as the result of that yes's function call while it is open
+    (:meth:`awaits_news`), and spoken with ``speak`` otherwise."""
 
     client: AsyncGatehouse
     session_id: str
@@ -159,6 +185,10 @@ class VoiceSession:
     filler_after: Optional[float] = 0.8
     filler: str = FILLER
     deadline: float = 4.0
+    tell: Optional[Tell] = None
+    # By call: the framework's function call (its call id) that news of the call goes through, for
+    # a framework that delivers a late tool result itself (``tell``): the yes that set it going.
+    _news_via: Dict[str, str] = field(default_factory=dict, init=False, repr=False)
     _following: Dict[str, "asyncio.Task[None]"] = field(default_factory=dict, init=False, repr=False)
     # Calls whose checkpoint question the caller heard in this session, and when (time.time()).
     _asked: Dict[str, float] = field(default_factory=dict, init=False, repr=False)
@@ -189,19 +219,46 @@ class VoiceSession:
         framework's id of this function call: the same id is the same call. ``said_at`` is when
         (``time.time()``) the caller said what led to it, for a framework that runs a function
         call later than that: a yes said before a checkpoint's question is not an answer to it."""
+        if name not in _SESSION_NAMES:
+            return (await self.propose(name, arguments, call_id)).sentence
         try:
             parsed = _arguments(arguments)
         except ValueError as bad:
             return f"That request was malformed ({bad}); nothing was done."
+        return await self._in_time(name, self._answer(name, parsed, call_id, said_at), lambda work: self._too_late(name, work))
+
+    async def propose(self, name: str, arguments: Union[str, Mapping[str, Any], None], call_id: str) -> Proposal:
+        """Proposes the tool ``name`` with the model's ``arguments``, within ``deadline`` seconds,
+        for a framework that keeps its own record of what waits for a yes (an approval). Past the
+        deadline the answer is ``unreachable`` and a proposal that may have been made is withdrawn
+        by its key, so no later yes can confirm what the caller was told was not done."""
+        try:
+            parsed = _arguments(arguments)
+        except ValueError as bad:
+            return Proposal("refused", f"That request was malformed ({bad}); nothing was done.")
+
+        def too_late(work: "asyncio.Task[Proposal]") -> Proposal:
+            log.warning("Gatehouse did not answer %s within %.1f s for session %s", name, self.deadline, self.session_id)
+            work.cancel()
+            self._in_background(self.withdraw(name, parsed, call_id))
+            return Proposal("unreachable", UNREACHABLE)
+
+        return await self._in_time(name, self._proposal(name, parsed, call_id), too_late)
+
+    async def _in_time(
+        self, name: str, answer: Awaitable[_T], too_late: Callable[["asyncio.Task[_T]"], _T]
+    ) -> _T:
+        """``answer`` within ``deadline`` seconds, with the filler spoken after ``filler_after``;
+        past the deadline, what ``too_late`` makes of the unfinished work."""
         loop = asyncio.get_running_loop()
-        work = loop.create_task(self._answer(name, parsed, call_id, said_at))
+        work = asyncio.ensure_future(answer)
         filler = None
         if self.speak is not None and self.filler_after is not None and self.filler_after < self.deadline:
             filler = loop.call_later(self.filler_after, self._say_filler, work)
         try:
             return await asyncio.wait_for(asyncio.shield(work), self.deadline)
         except asyncio.TimeoutError:
-            return self._too_late(name, parsed, call_id, work)
+            return too_late(work)
         except asyncio.CancelledError:
             # The framework cut the function call off: a yes, a correction or a cancellation may
             # have arrived and goes on; anything else stops (a proposal is withdrawn by the
@@ -222,7 +279,11 @@ class VoiceSession:
         relays). Answers what is waiting, for the framework's conversation state (the model's
         context); raises :class:`GatehouseConnectionError` or :class:`GatehouseError` if the
         session cannot be read."""
-        context = await self.client.get_session_calls(self.session_id)
+        return self.pick_up_from(await self.client.get_session_calls(self.session_id))
+
+    def pick_up_from(self, context: ContextResponse) -> str:
+        """:meth:`pick_up` with the conversation's calls already read (the context route's answer),
+        for a framework that reads them itself."""
         for open_call in context["pending"]:
             if open_call["status"] in ("PREPARED", "EXECUTING"):
                 self._follow(open_call["tool_call_id"])
@@ -247,42 +308,45 @@ class VoiceSession:
     async def _answer(self, name: str, parsed: Dict[str, Any], call_id: str, said_at: Optional[float] = None) -> str:
         try:
             if name == CONFIRM:
-                return await self._confirm(parsed.get("tool_call_id"), said_at)
+                return await self._confirm(parsed.get("tool_call_id"), call_id, said_at)
             if name == CHANGE:
                 return await self._change(parsed.get("tool_call_id"), parsed.get("changes"), parsed.get("reason"))
             if name == CANCEL:
                 return await self._cancel(parsed.get("tool_call_id"), parsed.get("reason"))
-            if name == PENDING:
-                return await self._pending()
+            return await self._pending()
+        except (GatehouseConnectionError, GatehouseError) as error:
+            return self._sentence_for(name, error)
+
+    async def _proposal(self, name: str, parsed: Dict[str, Any], call_id: str) -> Proposal:
+        try:
             return await self._propose(name, parsed, call_id)
-        except GatehouseConnectionError:
+        except (GatehouseConnectionError, GatehouseError) as error:
+            sentence = self._sentence_for(name, error)
+            return Proposal("unreachable" if sentence == UNREACHABLE else "refused", sentence)
+
+    def _sentence_for(self, name: str, error: Union[GatehouseConnectionError, GatehouseError]) -> str:
+        """What the model is told when Gatehouse answered ``name`` with ``error``, or not at all."""
+        if isinstance(error, GatehouseConnectionError):
             log.warning("Gatehouse did not answer %s for session %s", name, self.session_id)
             return UNREACHABLE
-        except ValidationFailedError as refused:
-            problems = "; ".join(f"{p['field']} {p['problem']}" for p in refused.fields) or str(refused)
+        if isinstance(error, ValidationFailedError):
+            problems = "; ".join(f"{p['field']} {p['problem']}" for p in error.fields) or str(error)
             return f"That can't be done as asked: {problems}. Ask the caller for the right details."
-        except GatehouseError as error:
-            if error.status >= 500:
-                return UNREACHABLE
-            return error.message
+        if error.status >= 500:
+            return UNREACHABLE
+        return error.message
 
-    def _say_filler(self, work: "asyncio.Task[str]") -> None:
+    def _say_filler(self, work: "asyncio.Future[Any]") -> None:
         if not work.done() and self.speak is not None:
             self._in_background(self.speak(self.filler))
 
-    def _too_late(self, name: str, parsed: Dict[str, Any], call_id: str, work: "asyncio.Task[str]") -> str:
-        """The sentence for a function call Gatehouse did not answer within the deadline. A read or
-        a proposal is stopped (a proposal that may have been made is withdrawn by its key, so no
-        later yes can confirm what the caller was told was not done); a confirmation, correction or
-        cancellation may already have arrived, so it goes on, and what it finally comes to is
-        spoken."""
+    def _too_late(self, name: str, work: "asyncio.Task[str]") -> str:
+        """The sentence for a session function Gatehouse did not answer within the deadline. A read
+        is stopped; a confirmation, correction or cancellation may already have arrived, so it goes
+        on, and what it finally comes to is spoken."""
         log.warning("Gatehouse did not answer %s within %.1f s for session %s", name, self.deadline, self.session_id)
         if name == PENDING:
             work.cancel()
-            return UNREACHABLE
-        if name not in (CONFIRM, CHANGE, CANCEL):
-            work.cancel()
-            self._in_background(self.withdraw(name, parsed, call_id))
             return UNREACHABLE
         self._in_background(self._late(work))
         return UNSURE
@@ -323,7 +387,7 @@ class VoiceSession:
         self._following.clear()
         self._background.clear()
 
-    async def _propose(self, name: str, parameters: Dict[str, Any], call_id: str) -> str:
+    async def _propose(self, name: str, parameters: Dict[str, Any], call_id: str) -> Proposal:
         # A model that lost a function's answer to a barge-in makes the call again, with a new
         # call id: the same action already waiting, running or just done is that call.
         context = await self.client.get_session_calls(self.session_id)
@@ -331,9 +395,9 @@ class VoiceSession:
             if open_call["function_name"] == name and open_call["parameters"] == parameters:
                 id = open_call["tool_call_id"]
                 if open_call["status"] == "PENDING":
-                    return f"That is already waiting for the caller's yes. (Call id: {id}.)"
+                    return Proposal("waiting", f"That is already waiting for the caller's yes. (Call id: {id}.)", id)
                 self._follow(id)
-                return f"That is already under way; I'll say how it went. (Call id: {id}.)"
+                return Proposal("under_way", f"That is already under way; I'll say how it went. (Call id: {id}.)", id)
         now = datetime.now(timezone.utc)
         for settled in context["recent"]:
             if (
@@ -343,9 +407,13 @@ class VoiceSession:
                 and (now - _instant(settled["created_at"])).total_seconds() <= self.repeat_window
             ):
                 done = settled["voice_response"] or "It was done."
-                return f"That was already done: {done} Don't do it again unless the caller asks for another. (Call id: {settled['tool_call_id']}.)"
+                id = settled["tool_call_id"]
+                sentence = f"That was already done: {done} Don't do it again unless the caller asks for another. (Call id: {id}.)"
+                return Proposal("done", sentence, id)
         created = await self._create(name, parameters, call_id)
-        return f"{created['message']} (Read this to the caller and wait for their answer. Call id: {created['tool_call_id']}.)"
+        id = created["tool_call_id"]
+        sentence = f"{created['message']} (Read this to the caller and wait for their answer. Call id: {id}.)"
+        return Proposal("proposed", sentence, id, created["message"])
 
     async def _create(self, name: str, parameters: Dict[str, Any], call_id: str) -> CreateResponse:
         """The proposal of the function call ``call_id``: made once, whoever asks, by its key."""
@@ -361,7 +429,12 @@ class VoiceSession:
             return next((call for call in pending if call["tool_call_id"] == tool_call_id), None)
         return max(pending, key=lambda call: call["created_at"], default=None)
 
-    async def _confirm(self, tool_call_id: Any, said_at: Optional[float] = None) -> str:
+    def awaits_news(self, call_id: str) -> bool:
+        """Whether the function call ``call_id`` (a yes) is the one the news of its call goes
+        through: a framework with ``tell`` keeps it open until then."""
+        return call_id in self._news_via.values()
+
+    async def _confirm(self, tool_call_id: Any, call_id: str, said_at: Optional[float] = None) -> str:
         target = await self._target(tool_call_id)
         if target is None:
             return "There is nothing waiting for the caller's yes."
@@ -377,7 +450,7 @@ class VoiceSession:
                 question = _question(await self.client.get_tool_call(id))
                 self._asked[id] = time.time()
                 return f"{question} (Read this to the caller and wait for their answer.)"
-            self._follow(id)
+            self._follow(id, news_via=call_id)
             return ASKING
         moves = self._move(id)
         if target["status"] == "PENDING":
@@ -387,9 +460,10 @@ class VoiceSession:
         else:
             self._follow(id)
             return "That is already under way; I'll say how it went."
-        self._follow(id)
         if self._moves.get(id) != moves:
+            self._follow(id)
             return OVERTAKEN
+        self._follow(id, news_via=call_id)
         return str(accepted.get("message") or "Done; I'll let the caller know how it goes.")
 
     def _move(self, tool_call_id: str) -> int:
@@ -422,8 +496,12 @@ class VoiceSession:
     async def _pending(self) -> str:
         return _waiting((await self.client.get_session_calls(self.session_id))["pending"])
 
-    def _follow(self, tool_call_id: str) -> None:
-        """Speaks what the call reaches next: its checkpoint's question, or its outcome."""
+    def _follow(self, tool_call_id: str, news_via: Optional[str] = None) -> None:
+        """Speaks what the call reaches next: its checkpoint's question, or its outcome; through
+        the function call ``news_via`` when the framework delivers late results (``tell``) and no
+        earlier one is waiting for this news."""
+        if news_via is not None and self.tell is not None:
+            self._news_via.setdefault(tool_call_id, news_via)
         if self.speak is None or tool_call_id in self._following:
             return
         task = asyncio.get_running_loop().create_task(self._watch(tool_call_id))
@@ -454,7 +532,9 @@ class VoiceSession:
             if sentence is None or (call["status"] != "PREPARED" and not await self._first_to_tell(tool_call_id)):
                 return
             self._move(tool_call_id)
-            await self.speak(sentence)
+            via = self._news_via.pop(tool_call_id, None)
+            if via is None or self.tell is None or not await self.tell(via, sentence):
+                await self.speak(sentence)
             if call["status"] == "PREPARED":
                 self._asked.setdefault(tool_call_id, time.time())
             return

@@ -11,6 +11,13 @@ confirmed, so nothing is lost); a confirmation is never cancelled by an interrup
 side effect the caller agreed to is never cut off half way (it runs in Gatehouse, which does it
 once).
 
+Late news is Pipecat's own async function result: ``confirm_call`` is registered as an async
+function (``cancel_on_interruption=False``), its answer ("I'm on it") is an intermediate result,
+and the call stays open until the news it set going arrives (the checkpoint's question, or the
+outcome), which is its final result: the model is given the sentence to say, in the context, and
+runs. News with no function call open for it (after a restart, or a second yes's) is spoken with
+a ``TTSSpeakFrame``.
+
 When the pipeline starts (its ``StartFrame``), the conversation is picked up
 (``VoiceSession.pick_up``): what is waiting goes into the LLM context, the question of a call
 waiting at its checkpoint is asked, and the outcome of a call that settled while no relay was
@@ -19,13 +26,13 @@ there is spoken, once across relays."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set
 
 from gatehouse_client import AsyncGatehouse
 from gatehouse_client.voice import CONFIRM, SESSION_FUNCTIONS, Function, VoiceSession
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
-from pipecat.frames.frames import Frame, LLMMessagesAppendFrame, StartFrame, TTSSpeakFrame
+from pipecat.frames.frames import Frame, FunctionCallResultProperties, LLMMessagesAppendFrame, StartFrame, TTSSpeakFrame
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 __all__ = ["GatehouseTools"]
@@ -42,6 +49,8 @@ class GatehouseTools:
         self.functions = functions
         self._picked_up = False
         self._tasks: Set["asyncio.Task[None]"] = set()
+        # By Pipecat's call id: the confirm_call function calls still open for their news.
+        self._open: Dict[str, FunctionCallParams] = {}
 
     @classmethod
     async def attach(
@@ -62,6 +71,7 @@ class GatehouseTools:
         functions = await session.functions()
         tools = cls(llm, session, functions)
         session.speak = tools._speak
+        session.tell = tools._tell
         for function in functions:
             # A confirmation runs to its end whatever the caller says meanwhile.
             llm.register_function(function.name, tools._handle, cancel_on_interruption=function.name != CONFIRM)
@@ -101,20 +111,42 @@ class GatehouseTools:
 
     async def aclose(self) -> None:
         """Stops following the conversation's calls (they go on in Gatehouse)."""
+        self._open.clear()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.voice.aclose()
 
     async def _handle(self, params: FunctionCallParams) -> None:
+        call_id = params.tool_call_id
+        if params.function_name == CONFIRM:
+            self._open[call_id] = params
         try:
-            answer = await self.voice.call(params.function_name, dict(params.arguments), params.tool_call_id)
+            answer = await self.voice.call(params.function_name, dict(params.arguments), call_id)
         except asyncio.CancelledError:
+            self._open.pop(call_id, None)
             if params.function_name not in _SESSION_NAMES:
                 # Interrupted before the caller heard it: withdrawn, so a later yes cannot confirm it.
-                await asyncio.shield(self.voice.withdraw(params.function_name, dict(params.arguments), params.tool_call_id))
+                await asyncio.shield(self.voice.withdraw(params.function_name, dict(params.arguments), call_id))
             raise
-        await params.result_callback(answer)
+        if params.function_name != CONFIRM:
+            await params.result_callback(answer)
+        elif call_id not in self._open:
+            # The news came first and was this call's result: the answer was overtaken by it.
+            return
+        elif self.voice.awaits_news(call_id):
+            await params.result_callback(answer, properties=FunctionCallResultProperties(is_final=False))
+        else:
+            del self._open[call_id]
+            await params.result_callback(answer)
+
+    async def _tell(self, call_id: str, sentence: str) -> bool:
+        """The news of a call, as the final result of the yes still open for it."""
+        params = self._open.pop(call_id, None)
+        if params is None:
+            return False
+        await params.result_callback(f'Say this to the caller, and nothing else: "{sentence}"')
+        return True
 
     async def _speak(self, sentence: str) -> None:
         # Said, and kept in the context so the model knows the caller heard it.
