@@ -26,10 +26,9 @@ Every request runs within the voice session's deadline: a Gatehouse that hangs c
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Coroutine, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from agents.realtime import (
     RealtimeItem,
@@ -182,39 +181,28 @@ class GatehouseRealtime:
             self._held.pop(proposal.tool_call_id, None)
             return await self.voice.call(CONFIRM, {"tool_call_id": proposal.tool_call_id}, call_id)
 
-        return FunctionTool(
-            name=function.name,
-            description=function.description,
-            params_json_schema=function.parameters,
-            on_invoke_tool=approved,
-            strict_json_schema=False,
-            needs_approval=True,
-        )
+        return _function_tool(function, approved, needs_approval=True)
 
     def _session_tool(self, function: Function) -> FunctionTool:
         async def run(context: ToolContext[Any], arguments: str) -> str:
-            if function.name in (CONFIRM, CANCEL):
-                self._settled_by_voice(arguments)
-            return await self.voice.call(function.name, arguments, context.tool_call_id)
+            answer = await self.voice.call(function.name, arguments, context.tool_call_id)
+            if function.name in (CONFIRM, CANCEL) and self._held:
+                self._start(self._settle_by_voice())
+            return answer
 
-        return FunctionTool(
-            name=function.name,
-            description=function.description,
-            params_json_schema=function.parameters,
-            on_invoke_tool=run,
-            strict_json_schema=False,
-        )
+        return _function_tool(function, run, needs_approval=False)
 
-    def _settled_by_voice(self, arguments: str) -> None:
-        """The caller's spoken yes or no to the call named in ``arguments`` (the newest held one
-        when none is named): its approval is no longer waiting."""
+    async def _settle_by_voice(self) -> None:
+        """After the caller's spoken yes or no: the approvals whose call no longer waits for one
+        are no longer held (read beside the answer, so the model's turn never waits on it)."""
         try:
-            named = json.loads(arguments or "{}").get("tool_call_id")
-        except (ValueError, AttributeError):
-            named = None
-        target = named if isinstance(named, str) and named in self._held else next(reversed(self._held), None)
-        if target is not None:
-            self._decided.add(self._held.pop(target).call_id)
+            context = await asyncio.wait_for(self.voice.client.get_session_calls(self.voice.session_id), self.voice.deadline)
+        except (asyncio.TimeoutError, GatehouseConnectionError, GatehouseError) as error:
+            log.warning("the held approvals of %s were not checked: %s", self.voice.session_id, error or "no answer in time")
+            return
+        waiting = {call["tool_call_id"] for call in context["pending"] if call["status"] == "PENDING"}
+        for tool_call_id in [id for id in self._held if id not in waiting]:
+            self._decided.add(self._held.pop(tool_call_id).call_id)
 
     async def _propose(self, call_id: str, name: str, arguments: str) -> Proposal:
         """An approval request made a Gatehouse call: held and read back, or decided at once."""
@@ -233,9 +221,9 @@ class GatehouseRealtime:
                     await self._session.reject_tool_call(call_id, rejection_message=proposal.sentence)
             return proposal
         except Exception:
-            # Never an unobserved failure: the relay's loop goes on, and the call is not held.
+            # Never a failed task: an approval of it later is answered that nothing waits.
             log.exception("the proposal of %s failed", name)
-            raise
+            return Proposal("refused", "That could not be proposed; nothing was done.")
 
     async def _rejected(self, held: HeldApproval) -> None:
         """A held approval the application rejected: its call is cancelled."""
@@ -281,6 +269,20 @@ class GatehouseRealtime:
         await session.model.send_event(
             RealtimeModelSendRawMessage(message={"type": "conversation.item.create", "other_data": {"item": item}})
         )
+
+
+def _function_tool(
+    function: Function, run: Callable[[ToolContext[Any], str], Awaitable[str]], *, needs_approval: bool
+) -> FunctionTool:
+    """The SDK's function tool for ``function``, its JSON Schema as Gatehouse gives it."""
+    return FunctionTool(
+        name=function.name,
+        description=function.description,
+        params_json_schema=function.parameters,
+        on_invoke_tool=run,
+        strict_json_schema=False,
+        needs_approval=needs_approval,
+    )
 
 
 def assistant_text(history: Sequence[RealtimeItem]) -> List[str]:
