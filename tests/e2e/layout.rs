@@ -248,3 +248,78 @@ fn the_readme_is_a_door_and_the_design_is_cited_from_inside_the_repository() {
         "these files cite a document outside the repository; cite docs/architecture.md: {citing:?}"
     );
 }
+
+/// The units of compilation Cargo plans for `cargo ARGS` (its unit graph: a package's target,
+/// mode, features and profile, with the units it depends on), each named with everything below
+/// it, so two builds share a unit exactly when its name is in both. Planned, not compiled: Cargo
+/// prints the graph in under a second. `--unit-graph` is unstable; `RUSTC_BOOTSTRAP` lets the
+/// stable toolchain print it.
+fn planned_units(root: &Path, args: &[&str]) -> Vec<(String, String)> {
+    let output = Command::new(env!("CARGO"))
+        .args(args)
+        .args(["--release", "--locked", "--offline", "-Z", "unstable-options", "--unit-graph"])
+        .env("RUSTC_BOOTSTRAP", "1")
+        .current_dir(root)
+        .output()
+        .expect("cargo runs");
+    assert!(output.status.success(), "cargo {args:?} --unit-graph: {}", String::from_utf8_lossy(&output.stderr));
+    let graph: Value = serde_json::from_slice(&output.stdout).expect("the unit graph's JSON");
+    let units = graph["units"].as_array().expect("units");
+    // A unit's own description, and its full name: the description with its dependencies' names.
+    let own: Vec<String> = units
+        .iter()
+        .map(|unit| {
+            let package = unit["pkg_id"].as_str().unwrap_or_default().rsplit('#').next().unwrap_or_default();
+            format!("{package} {} {} {} {}", unit["target"]["name"], unit["mode"], unit["features"], unit["profile"])
+        })
+        .collect();
+    let mut full: Vec<Option<String>> = vec![None; units.len()];
+    fn name(index: usize, units: &[Value], own: &[String], full: &mut Vec<Option<String>>) -> String {
+        if let Some(done) = &full[index] {
+            return done.clone();
+        }
+        let mut below: Vec<String> = units[index]["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|dependency| name(dependency["index"].as_u64().unwrap_or_default() as usize, units, own, full))
+            .collect();
+        below.sort();
+        let named = format!("{}[{}]", own[index], below.join(","));
+        full[index] = Some(named.clone());
+        named
+    }
+    (0..units.len()).map(|index| (own[index].clone(), name(index, units, &own, &mut full))).collect()
+}
+
+/// The runner alone (`scripts/up`: `cargo build -p gatehouse`) and the workspace's test build
+/// (`scripts/test`) plan the same units for the runner's tree, so a run compiles it once
+/// (docs/development.md, "One feature set"). A dependency that turns on another feature somewhere
+/// in the workspace fails here, naming the crates whose features now differ: add them to
+/// crates/build-features.
+#[test]
+fn the_runner_alone_and_the_whole_workspace_build_its_tree_with_one_feature_set() {
+    let root = workspace_root().canonicalize().expect("the workspace root");
+    let runner = planned_units(&root, &["build", "-p", "gatehouse"]);
+    let workspace = planned_units(&root, &["test", "--no-run", "--workspace", "--exclude", "*-wasmtime4[0-9]"]);
+    assert!(runner.len() > 100, "only {} units in the runner's build", runner.len());
+    let in_workspace: HashSet<&str> = workspace.iter().map(|(_, full)| full.as_str()).collect();
+    let described: HashSet<&str> = workspace.iter().map(|(own, _)| own.as_str()).collect();
+    // The runner's own binary is built by the runner alone: the end-to-end tests run that one.
+    let missing: Vec<&(String, String)> = runner
+        .iter()
+        .filter(|(own, full)| !in_workspace.contains(full.as_str()) && !own.starts_with("gatehouse@"))
+        .collect();
+    // The roots of the difference: units whose own features differ, not those above them.
+    let mut roots: Vec<&str> =
+        missing.iter().filter(|(own, _)| !described.contains(own.as_str())).map(|(own, _)| own.as_str()).collect();
+    roots.sort();
+    assert!(
+        missing.is_empty(),
+        "{} of the runner's {} units are built differently by the workspace's tests; these differ \
+         in their own features (add what the workspace turns on to crates/build-features):\n{}",
+        missing.len(),
+        runner.len(),
+        roots.join("\n")
+    );
+}

@@ -53,7 +53,7 @@ fn password(url: &str) -> Option<String> {
     credentials.split_once(':').map(|(_, password)| password.to_owned()).filter(|p| !p.is_empty())
 }
 
-fn find<'a>(trace: &'a [ReceivedSpan], what: impl Fn(&ReceivedSpan) -> bool) -> Vec<&'a ReceivedSpan> {
+fn find(trace: &[ReceivedSpan], what: impl Fn(&ReceivedSpan) -> bool) -> Vec<&ReceivedSpan> {
     trace.iter().filter(|span| what(span)).collect()
 }
 

@@ -139,7 +139,7 @@ pub(crate) struct GatehouseTelemetry {
 
 impl GatehouseTelemetry {
     /// The facts, with the tools' operations counted in `registry`.
-    pub(crate) fn new(registry: &Registry) -> Result<Arc<dyn TelemetryHooks>> {
+    pub(crate) fn hooks(registry: &Registry) -> Result<Arc<dyn TelemetryHooks>> {
         let tool_operations = IntCounterVec::new(
             Opts::new(
                 "gatehouse_tool_operations_total",
@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn a_tools_operations_exist_at_zero_from_the_start_and_nothing_else_does() {
         let registry = Registry::new();
-        let telemetry = GatehouseTelemetry::new(&registry).expect("fresh registry");
+        let telemetry = GatehouseTelemetry::hooks(&registry).expect("fresh registry");
         telemetry.loaded(&[
             ComponentFacts { id: "gmail", routes: vec!["/execute-gmail", "/internal/tools/gmail/..."] },
             ComponentFacts { id: "pending", routes: vec!["/voice-tools/pending"] },

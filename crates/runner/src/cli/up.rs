@@ -399,7 +399,7 @@ async fn listen(
         zero_rows: if args.refuse_zero_row_queries { ZeroRows::Refuse } else { ZeroRows::Allow },
         project_home,
         build_command: "gatehouse build".into(),
-        telemetry_hooks: Some(crate::telemetry::GatehouseTelemetry::new(&metrics)?),
+        telemetry_hooks: Some(crate::telemetry::GatehouseTelemetry::hooks(&metrics)?),
         metrics: metrics.clone(),
     })?;
     let mut components: Vec<&str> = app.component_ids().collect();
