@@ -155,7 +155,8 @@ SESSION_FUNCTIONS = (
     ),
 )
 
-_SESSION_NAMES = frozenset(function.name for function in SESSION_FUNCTIONS)
+SESSION_NAMES = frozenset(function.name for function in SESSION_FUNCTIONS)
+"""The names of the session's own functions: a function call by any other name proposes a tool."""
 
 
 @dataclass
@@ -219,7 +220,7 @@ class VoiceSession:
         framework's id of this function call: the same id is the same call. ``said_at`` is when
         (``time.time()``) the caller said what led to it, for a framework that runs a function
         call later than that: a yes said before a checkpoint's question is not an answer to it."""
-        if name not in _SESSION_NAMES:
+        if name not in SESSION_NAMES:
             return (await self.propose(name, arguments, call_id)).sentence
         try:
             parsed = _arguments(arguments)
@@ -299,10 +300,15 @@ class VoiceSession:
         still open, or None when nothing waits. A session that cannot be read is logged and left
         alone: the conversation goes on without."""
         try:
-            waiting = await self.pick_up()
+            context = await self.client.get_session_calls(self.session_id)
         except (GatehouseConnectionError, GatehouseError) as error:
             log.warning("picking up %s: %s", self.session_id, error)
             return None
+        return self.restart_note_from(context)
+
+    def restart_note_from(self, context: ContextResponse) -> Optional[str]:
+        """:meth:`restart_note` with the conversation's calls already read."""
+        waiting = self.pick_up_from(context)
         return None if waiting == NOTHING_WAITING else f"Calls of this conversation from before a restart. {waiting}"
 
     async def _answer(self, name: str, parsed: Dict[str, Any], call_id: str, said_at: Optional[float] = None) -> str:

@@ -41,14 +41,14 @@ from agents.realtime.model_inputs import RealtimeModelSendRawMessage
 from agents.tool import FunctionTool
 from agents.tool_context import ToolContext
 from gatehouse_client import AsyncGatehouse, GatehouseConnectionError, GatehouseError
-from gatehouse_client.voice import CANCEL, CONFIRM, SESSION_FUNCTIONS, Function, Proposal, VoiceSession
+from gatehouse_client.types import ContextResponse
+from gatehouse_client.voice import CANCEL, CONFIRM, SESSION_FUNCTIONS, SESSION_NAMES, Function, Proposal, VoiceSession
 
 __all__ = ["GatehouseRealtime", "HeldApproval", "assistant_text", "speaking_instructions"]
 
 log = logging.getLogger("gatehouse_openai_agents")
 
 _T = TypeVar("_T")
-_SESSION_NAMES = {function.name for function in SESSION_FUNCTIONS}
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class GatehouseRealtime:
 
     def __init__(self, voice: VoiceSession, functions: List[Function]) -> None:
         self.voice = voice
-        tools = [function for function in functions if function.name not in _SESSION_NAMES]
+        tools = [function for function in functions if function.name not in SESSION_NAMES]
         self._tool_names = {function.name for function in tools}
         self.tools: List[FunctionTool] = [self._gatehouse_tool(f) for f in tools] + [self._session_tool(f) for f in SESSION_FUNCTIONS]
         """The function tools for the ``RealtimeAgent``: Gatehouse's tools, then the session's own."""
@@ -195,10 +195,8 @@ class GatehouseRealtime:
     async def _settle_by_voice(self) -> None:
         """After the caller's spoken yes or no: the approvals whose call no longer waits for one
         are no longer held (read beside the answer, so the model's turn never waits on it)."""
-        try:
-            context = await asyncio.wait_for(self.voice.client.get_session_calls(self.voice.session_id), self.voice.deadline)
-        except (asyncio.TimeoutError, GatehouseConnectionError, GatehouseError) as error:
-            log.warning("the held approvals of %s were not checked: %s", self.voice.session_id, error or "no answer in time")
+        context = await self._calls("the held approvals were not checked")
+        if context is None:
             return
         waiting = {call["tool_call_id"] for call in context["pending"] if call["status"] == "PENDING"}
         for tool_call_id in [id for id in self._held if id not in waiting]:
@@ -244,6 +242,15 @@ class GatehouseRealtime:
             RealtimeModelSendRawMessage(message={"type": "response.create", "other_data": {"response": response}})
         )
 
+    async def _calls(self, otherwise: str) -> Optional[ContextResponse]:
+        """The conversation's calls, read within the deadline; None (logged with ``otherwise``)
+        when Gatehouse does not answer them in time."""
+        try:
+            return await asyncio.wait_for(self.voice.client.get_session_calls(self.voice.session_id), self.voice.deadline)
+        except (asyncio.TimeoutError, GatehouseConnectionError, GatehouseError) as error:
+            log.warning("%s: %s (session %s)", otherwise, error or "no answer in time", self.voice.session_id)
+            return None
+
     async def _restore(self, session: RealtimeSession) -> None:
         """After a restart: the checkpoint's question asked again, a running call followed, an
         outcome that came while no relay was there spoken (once across relays), and the calls still
@@ -251,20 +258,18 @@ class GatehouseRealtime:
         caller's yes (``confirm_call``) or no (``cancel_call``) decides them. The SDK's approvals
         belong to the model response that asked for them, which ended with the old connection, so
         none is rebuilt. Within the deadline, so a Gatehouse that hangs never holds the start."""
-        try:
-            context = await asyncio.wait_for(self.voice.client.get_session_calls(self.voice.session_id), self.voice.deadline)
-        except (asyncio.TimeoutError, GatehouseConnectionError, GatehouseError) as error:
-            log.warning("the waiting calls of %s were not read: %s", self.voice.session_id, error or "no answer in time")
+        context = await self._calls("the waiting calls were not read")
+        if context is None:
             return
-        described = self.voice.pick_up_from(context)
+        note = self.voice.restart_note_from(context)
         waiting = sorted(
             (call for call in context["pending"] if call["status"] == "PENDING" and call["function_name"] in self._tool_names),
             key=lambda call: call["created_at"],
         )
         self._restored = [call["tool_call_id"] for call in waiting]
-        if not waiting:
+        if note is None or not waiting:
             return
-        text = f"Calls of this conversation from before a restart. {described} Those PENDING wait for the caller's yes ({CONFIRM}) or no ({CANCEL})."
+        text = f"{note} Those PENDING wait for the caller's yes ({CONFIRM}) or no ({CANCEL})."
         item = {"type": "message", "role": "system", "content": [{"type": "input_text", "text": text}]}
         await session.model.send_event(
             RealtimeModelSendRawMessage(message={"type": "conversation.item.create", "other_data": {"item": item}})

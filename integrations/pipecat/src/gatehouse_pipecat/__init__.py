@@ -29,16 +29,13 @@ import asyncio
 from typing import Any, Dict, List, Optional, Set
 
 from gatehouse_client import AsyncGatehouse
-from gatehouse_client.voice import CONFIRM, SESSION_FUNCTIONS, Function, VoiceSession
+from gatehouse_client.voice import CONFIRM, SESSION_NAMES, Function, VoiceSession
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import Frame, FunctionCallResultProperties, LLMMessagesAppendFrame, StartFrame, TTSSpeakFrame
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 __all__ = ["GatehouseTools"]
-
-_SESSION_NAMES = {function.name for function in SESSION_FUNCTIONS}
-
 
 class GatehouseTools:
     """Gatehouse's tools on one pipeline's LLM service, for one conversation."""
@@ -125,7 +122,7 @@ class GatehouseTools:
             answer = await self.voice.call(params.function_name, dict(params.arguments), call_id)
         except asyncio.CancelledError:
             self._open.pop(call_id, None)
-            if params.function_name not in _SESSION_NAMES:
+            if params.function_name not in SESSION_NAMES:
                 # Interrupted before the caller heard it: withdrawn, so a later yes cannot confirm it.
                 await asyncio.shield(self.voice.withdraw(params.function_name, dict(params.arguments), call_id))
             raise
