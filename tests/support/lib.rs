@@ -45,13 +45,14 @@ pub fn database_url() -> String {
 
 /// The loopback ports the tests' relays listen on, and all the test runners allow callbacks to
 /// (`callback_allowed_hosts`, `callback_host`): named ports, as a deployment names its relays,
-/// never a loopback wildcard.
-const RELAY_PORTS: std::ops::Range<u16> = 41000..41999;
-pub const RELAY_HOSTS: &str = "127.0.0.1:41000..41999";
+/// never a loopback wildcard. Below the kernel's ephemeral range (32768..60999 by default), so no
+/// listener on port 0 and no outgoing connection of another test is ever given one of them.
+const RELAY_PORTS: std::ops::Range<u16> = 21000..21999;
+pub const RELAY_HOSTS: &str = "127.0.0.1:21000..21999";
 /// The one port of the allowed range no relay is ever given: a callback URL on it is allowed and
 /// always refused. A free port of the range would not do: another test's relay may take it
 /// between the choice and the callback, and answer.
-const UNREACHABLE_PORT: u16 = 41999;
+const UNREACHABLE_PORT: u16 = 21999;
 
 /// A listener on a free port of the relays' range, for a relay in this process.
 pub async fn relay_listener() -> Result<tokio::net::TcpListener> {

@@ -184,7 +184,7 @@ NEVER_RETRIED = [
      TooManyOpenCallsError, lambda gh: create(gh, session("429"))),
     ("confirm", raw_answer(409, "Conflict", {"error": "This call already reports to another callback URL.", "code": "callback_url_conflict",
                                              "status": "PENDING", "tool_call_id": "tc_0123456789ab"}),
-     CallbackUrlConflictError, lambda gh: gh.confirm_tool_call("tc_0123456789ab", {"callback_url": "http://127.0.0.1:43000/elsewhere"})),
+     CallbackUrlConflictError, lambda gh: gh.confirm_tool_call("tc_0123456789ab", {"callback_url": "http://127.0.0.1:23000/elsewhere"})),
     ("modify", raw_answer(408, "Request Timeout", _timeout_body()), RequestTimeoutError,
      lambda gh: gh.modify_tool_call("tc_0123456789ab", {"parameters": {"to": "john.smith@gmail.com"}})),
     ("cancel", raw_answer(408, "Request Timeout", _timeout_body()), RequestTimeoutError, lambda gh: gh.cancel_tool_call("tc_0123456789ab")),

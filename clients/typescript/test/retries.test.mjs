@@ -172,7 +172,7 @@ test("429 too_many_open_calls, 409 callback_url_conflict, and a 408 on a request
     ["create", 429, "Too Many Requests", { error: "This conversation already has 50 requests waiting for an answer.", code: "too_many_open_calls" }, TooManyOpenCallsError,
       (gh) => gh.createToolCall({ session_id: session("429"), function_name: "send_email", parameters: seedEmail })],
     ["confirm", 409, "Conflict", { error: "This call already reports to another callback URL.", code: "callback_url_conflict", status: "PENDING", tool_call_id: "tc_0123456789ab" }, CallbackUrlConflictError,
-      (gh) => gh.confirmToolCall("tc_0123456789ab", { callback_url: "http://127.0.0.1:43000/elsewhere" })],
+      (gh) => gh.confirmToolCall("tc_0123456789ab", { callback_url: "http://127.0.0.1:23000/elsewhere" })],
     ["modify", 408, "Request Timeout", { error: "The request's body did not arrive within 30 s.", code: "request_timeout" }, RequestTimeoutError,
       (gh) => gh.modifyToolCall("tc_0123456789ab", { parameters: { to: "john.smith@gmail.com" } })],
     ["cancel", 408, "Request Timeout", { error: "The request's body did not arrive within 30 s.", code: "request_timeout" }, RequestTimeoutError,

@@ -97,7 +97,7 @@ const server = http.createServer(handler);
 // Gatehouse sends callbacks only to the hosts and ports it allows (`callback_allowed_hosts`, and
 // `callback_host` for the outbound network). `gatehouse up` without them allows one:
 // 127.0.0.1:3001, this relay's default. RELAY_PORT names another port, or a range `low..high`
-// (both included) to take the first free port of, as clients/test does with 43000..43999.
+// (both included) to take the first free port of, as clients/test does with 23000..23999.
 const ports = relayPorts(process.env.RELAY_PORT ?? "3001");
 await listenOnOneOf(server, ports);
 const callbackUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/callbacks`;
