@@ -292,15 +292,18 @@ async fn context_of_an_unknown_session_is_empty_and_other_methods_are_refused() 
 /// `scripts/up` is what a newcomer runs: on a fresh state folder it must install what is
 /// missing, start the embedded database, migrate and serve; Ctrl-C stops everything. It runs in
 /// a newcomer's environment: without the variables Cargo sets for a test (`CARGO_PKG_NAME`,
-/// `CARGO_MANIFEST_DIR`, ...), which build scripts such as ring's watch, so its `cargo build`
-/// finds the runner `scripts/test` built and compiles nothing (docs/development.md).
+/// `CARGO_MANIFEST_DIR`, ...), which build scripts such as ring's watch, and without the lint
+/// driver the tests are built through (`RUSTC_WORKSPACE_WRAPPER`, scripts/nextest), so its
+/// `cargo build` finds the runner `scripts/test` built and compiles nothing (docs/development.md).
 #[tokio::test]
 async fn scripts_up_serves_from_a_fresh_state_folder_and_stops_cleanly() {
     let state = workspace_root().join("target").join(unique("fresh-state"));
     let mut up = Command::new(workspace_root().join("scripts/up"));
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
-        if name.starts_with("CARGO_") && !matches!(name.as_ref(), "CARGO_HOME" | "CARGO_TARGET_DIR") {
+        let cargos_for_the_test =
+            name.starts_with("CARGO_") && !matches!(name.as_ref(), "CARGO_HOME" | "CARGO_TARGET_DIR");
+        if cargos_for_the_test || name == "RUSTC_WORKSPACE_WRAPPER" {
             up.env_remove(name.as_ref());
         }
     }

@@ -293,8 +293,9 @@ fn planned_units(root: &Path, args: &[&str]) -> Vec<(String, String)> {
 }
 
 /// The runner alone (`scripts/up`: `cargo build -p gatehouse`) and the workspace's test build
-/// (`scripts/test`) plan the same units for the runner's tree, so a run compiles it once
-/// (docs/development.md, "One feature set"). A dependency that turns on another feature somewhere
+/// (`scripts/test`) plan the same units for the runner's tree, so a run compiles its
+/// dependencies once (docs/development.md, "One feature set"; the workspace's own crates are
+/// compiled again for the tests, through clippy's driver: "Lints"). A dependency that turns on another feature somewhere
 /// in the workspace fails here, naming the crates whose features now differ: add them to
 /// crates/build-features.
 #[test]
