@@ -2,7 +2,8 @@
 //! the product, each on the real runner, components and database: a replayed execute, a
 //! confirm that redirects another relay's reports, a call amplified by its corrections, a
 //! session flooded with calls, the callback route used as a port scanner, a relay answering
-//! with a flood, a browser page from another origin, values PostgreSQL cannot hold.
+//! with a flood, a browser page from another origin, values PostgreSQL cannot hold, a relay that
+//! never answers or takes its time over a backlog.
 
 use std::time::Duration;
 
@@ -542,4 +543,94 @@ async fn a_relay_that_never_answers_does_not_delay_the_others() -> Result<()> {
     let report = relay.wait_for(&quick, "completion", Duration::from_secs(15)).await?;
     ensure!(report.body["status"] == "EXPIRED", "{}", report.body);
     Ok(())
+}
+
+/// A backlog's reports go to their relay side by side, within a bound: forty expiry reports to
+/// a relay that takes 300 ms over each are delivered several at a time (one after another they
+/// would take twelve seconds of the pass), and never more than sixteen at once.
+#[tokio::test]
+async fn a_backlogs_reports_go_to_their_relay_side_by_side_within_a_bound() -> Result<()> {
+    let scratch = gatehouse_tests::lifecycle::ScratchDatabase::create("backlog_relay").await?;
+    let options = lifecycle_options(&[("pending_ttl_seconds", "1")], &["--sweep-interval", "0"]);
+    let app = App::start(scratch.serve(options)).await?;
+    let relay = slow_relay::SlowRelay::start(Duration::from_millis(300)).await?;
+    let session = unique("backlog");
+    for _ in 0..40 {
+        app.create_id(&session, json!({"to": "b@example.com"}), Some(&relay.url)).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let swept = app.sweep().await?;
+    ensure!(swept.status == 200 && swept.body["expired"] == 40, "{}", swept.body);
+    let deadline = std::time::Instant::now() + SETTLE;
+    while relay.answered() < 40 {
+        ensure!(std::time::Instant::now() < deadline, "{} of 40 reports delivered", relay.answered());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let most = relay.most_at_once();
+    ensure!((2..=16).contains(&most), "{most} reports were in flight at once");
+    Ok(())
+}
+
+/// A relay that takes its time over each callback and counts how many it holds at once.
+mod slow_relay {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use anyhow::Result;
+    use http_body_util::Full;
+    use hyper::body::{Bytes, Incoming};
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+
+    #[derive(Default)]
+    struct Counts {
+        in_flight: AtomicUsize,
+        most: AtomicUsize,
+        answered: AtomicUsize,
+    }
+
+    pub struct SlowRelay {
+        pub url: String,
+        counts: Arc<Counts>,
+    }
+
+    impl SlowRelay {
+        pub async fn start(delay: Duration) -> Result<SlowRelay> {
+            let listener = gatehouse_tests::relay_listener().await?;
+            let url = format!("http://{}/callbacks", listener.local_addr()?);
+            let counts = Arc::new(Counts::default());
+            let shared = counts.clone();
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let counts = shared.clone();
+                    tokio::spawn(async move {
+                        let service = service_fn(move |_request: hyper::Request<Incoming>| {
+                            let counts = counts.clone();
+                            async move {
+                                let now = counts.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                                counts.most.fetch_max(now, Ordering::SeqCst);
+                                tokio::time::sleep(delay).await;
+                                counts.in_flight.fetch_sub(1, Ordering::SeqCst);
+                                counts.answered.fetch_add(1, Ordering::SeqCst);
+                                Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from_static(b"{}"))))
+                            }
+                        });
+                        let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                    });
+                }
+            });
+            Ok(SlowRelay { url, counts })
+        }
+
+        pub fn answered(&self) -> usize {
+            self.counts.answered.load(Ordering::SeqCst)
+        }
+
+        pub fn most_at_once(&self) -> usize {
+            self.counts.most.load(Ordering::SeqCst)
+        }
+    }
 }

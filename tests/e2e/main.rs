@@ -22,6 +22,7 @@ mod keys;
 mod kubernetes;
 mod layout;
 mod lifecycle;
+mod listing;
 mod mcp;
 mod metrics;
 mod openapi;

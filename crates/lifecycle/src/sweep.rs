@@ -5,13 +5,15 @@
 //! rows with SKIP LOCKED.
 //!
 //! A pass is bounded: each statement takes a batch, repeated while batches come back full and
-//! the pass's time for statements lasts; after the answer, deliveries run side by side, one
-//! relay's after another's only when they share the relay, and none starts once the pass's
+//! the pass's time for statements lasts; after the answer, deliveries run side by side, up to
+//! [`IN_FLIGHT_PER_PARTY`] at once to one relay (or one tool), and none starts once the pass's
 //! time for deliveries is over. What a pass leaves stays owed for the next (docs/architecture.md,
 //! "The sweeper").
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+use futures::StreamExt;
 
 use gatehouse_domain::callback::CallbackKind;
 use gatehouse_domain::{ApiError, Status, ToolCallId};
@@ -31,6 +33,11 @@ const STATEMENT_BUDGET: Duration = Duration::from_secs(2);
 /// How long after its answer a pass may start deliveries and discards; what it did not start
 /// stays owed.
 const DELIVERY_BUDGET: Duration = Duration::from_secs(20);
+/// How many of one party's errands (one relay's reports, one tool's discards) a pass has in
+/// flight at once: a backlog's reports go out as fast as the relay takes them, and a relay that
+/// never answers holds up only its own, at most this many at a time (docs/architecture.md,
+/// "The sweeper").
+const IN_FLIGHT_PER_PARTY: usize = 16;
 /// How many times a discard is tried before the sweeper leaves it (and the log says so).
 const MAX_DISCARD_ATTEMPTS: i32 = 5;
 /// Executions added to the rollups per statement (about 80 ms on the reference machine); a
@@ -191,8 +198,8 @@ impl Errand {
         }
     }
 
-    /// Who answers it: errands for the same party run one after another, so one that never
-    /// answers delays only its own.
+    /// Who answers it: errands for the same party share [`IN_FLIGHT_PER_PARTY`], so one that
+    /// never answers delays only its own.
     fn party(&self, ctx: &Ctx) -> String {
         let call = self.call();
         if let Errand::Discard(call) = self {
@@ -286,15 +293,15 @@ async fn follow_up(ctx: Ctx, Sweep { expired, failed, claims, owed, discards }: 
     }
     let queues = by_party.into_values().map(|queue| {
         let ctx = ctx.clone();
-        async move {
-            for errand in queue {
-                if started.elapsed() >= DELIVERY_BUDGET {
-                    // Left owed (the report, the discard): a later pass takes it up.
-                    return;
+        futures::stream::iter(queue).for_each_concurrent(IN_FLIGHT_PER_PARTY, move |errand| {
+            let ctx = ctx.clone();
+            async move {
+                if started.elapsed() < DELIVERY_BUDGET {
+                    errand.run(&ctx).await;
                 }
-                errand.run(&ctx).await;
+                // Else left owed (the report, the discard): a later pass takes it up.
             }
-        }
+        })
     });
     futures::future::join_all(queues).await;
 }

@@ -2,6 +2,7 @@
 //! crate compiles, applied in order by [`apply`]. The CLI's `gatehouse migrate` and `up` use it.
 //! docs/architecture.md describes the data model the migrations build.
 
+mod online;
 mod tool;
 
 pub use tool::{ToolMigrations, apply_tool, schema_of};
@@ -19,6 +20,10 @@ const REWORDED: &[(i32, u64)] = &[(3, 6_774_735_324_130_314_924), (7, 658_664_62
 
 /// Serializes migrations of several runners started at once against one database.
 const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
+/// How long a runner waits between tries of [`MIGRATION_LOCK`]. It tries rather than waits in
+/// PostgreSQL: a concurrent index build waits for every transaction that started before it,
+/// and a statement waiting for the lock would be one (online.rs).
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MigrationError {
@@ -28,6 +33,10 @@ pub enum MigrationError {
     Reworded(#[source] tokio_postgres::Error),
     #[error("applying migrations: {0}")]
     Apply(#[source] refinery::Error),
+    #[error("reading which migrations were applied: {0}")]
+    History(#[source] tokio_postgres::Error),
+    #[error("building index {index} ahead of its migration: {source}")]
+    IndexAhead { index: String, source: tokio_postgres::Error },
     #[error("reading {}: {source}", path.display())]
     Read { path: std::path::PathBuf, source: std::io::Error },
     #[error("preparing the tool's schema: {0}")]
@@ -38,7 +47,8 @@ pub enum MigrationError {
 
 /// Applies every migration not yet applied, each in its own transaction, and names the ones
 /// it applied. Several runners may start at once against one database: an advisory lock lets
-/// one migrate while the others wait.
+/// one migrate while the others wait. Each migration's new indexes are built first without
+/// blocking writes (online.rs).
 pub async fn apply(client: &mut tokio_postgres::Client) -> Result<Vec<String>, MigrationError> {
     apply_up_to(client, None).await
 }
@@ -50,19 +60,60 @@ pub async fn apply_up_to(
     client: &mut tokio_postgres::Client,
     version: Option<i32>,
 ) -> Result<Vec<String>, MigrationError> {
-    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await.map_err(MigrationError::Lock)?;
-    let runner = embedded::migrations::runner();
-    let runner = match version {
-        Some(version) => runner.set_target(refinery::Target::Version(version)),
-        None => runner,
-    };
-    let report = match accept_reworded(client, runner.get_migrations()).await {
-        Ok(()) => runner.set_grouped(false).run_async(client).await.map_err(MigrationError::Apply),
-        Err(error) => Err(MigrationError::Reworded(error)),
-    };
+    take_lock(client).await?;
+    let applied = apply_locked(client, version).await;
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await.map_err(MigrationError::Lock)?;
-    let report = report?;
-    Ok(report.applied_migrations().iter().map(|m| m.to_string()).collect())
+    applied
+}
+
+async fn take_lock(client: &tokio_postgres::Client) -> Result<(), MigrationError> {
+    loop {
+        let taken = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(MigrationError::Lock)?;
+        if taken.get::<_, bool>(0) {
+            return Ok(());
+        }
+        tokio::time::sleep(LOCK_RETRY).await;
+    }
+}
+
+/// One migration at a time, each after its indexes were built ahead.
+async fn apply_locked(
+    client: &mut tokio_postgres::Client,
+    version: Option<i32>,
+) -> Result<Vec<String>, MigrationError> {
+    let runner = embedded::migrations::runner();
+    accept_reworded(client, runner.get_migrations()).await.map_err(MigrationError::Reworded)?;
+    let history = client
+        .query_one("SELECT to_regclass('refinery_schema_history') IS NOT NULL", &[])
+        .await
+        .map_err(MigrationError::History)?;
+    let done = if history.get::<_, bool>(0) {
+        runner.get_applied_migrations_async(client).await.map_err(MigrationError::Apply)?
+    } else {
+        Vec::new()
+    };
+    let mut pending: Vec<&refinery::Migration> = runner
+        .get_migrations()
+        .iter()
+        .filter(|m| version.is_none_or(|v| i64::from(m.version()) <= i64::from(v)))
+        .filter(|m| !done.iter().any(|d| d.version() == m.version()))
+        .collect();
+    pending.sort_by_key(|m| m.version());
+    let mut names = Vec::new();
+    for migration in pending {
+        online::build_ahead(client, migration.sql().unwrap_or_default()).await?;
+        let report = embedded::migrations::runner()
+            .set_target(refinery::Target::Version(migration.version()))
+            .set_grouped(false)
+            .run_async(client)
+            .await
+            .map_err(MigrationError::Apply)?;
+        names.extend(report.applied_migrations().iter().map(|m| m.to_string()));
+    }
+    Ok(names)
 }
 
 /// Records the current checksum of each [`REWORDED`] migration a database applied under its old
