@@ -5,12 +5,15 @@
 //! with a flood, a browser page from another origin, values PostgreSQL cannot hold, a relay that
 //! never answers or takes its time over a backlog.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use gatehouse_domain::service_auth;
 use gatehouse_tests::cluster::TOOL_COMPONENTS;
 use gatehouse_tests::gmail::{GmailApp, gmail_variables, start_fake};
+use gatehouse_tests::http_server::Reply;
 use gatehouse_tests::lifecycle::{App, Relay, lifecycle_options};
 use gatehouse_tests::proxy::{self, RecordingProxy};
 use gatehouse_tests::{Runner, RunnerOptions, app_manifest, database_url, select_components, unique};
@@ -553,7 +556,7 @@ async fn a_backlogs_reports_go_to_their_relay_side_by_side_within_a_bound() -> R
     let scratch = gatehouse_tests::lifecycle::ScratchDatabase::create("backlog_relay").await?;
     let options = lifecycle_options(&[("pending_ttl_seconds", "1")], &["--sweep-interval", "0"]);
     let app = App::start(scratch.serve(options)).await?;
-    let relay = slow_relay::SlowRelay::start(Duration::from_millis(300)).await?;
+    let relay = SlowRelay::start(Duration::from_millis(300)).await?;
     let session = unique("backlog");
     for _ in 0..40 {
         app.create_id(&session, json!({"to": "b@example.com"}), Some(&relay.url)).await?;
@@ -572,65 +575,41 @@ async fn a_backlogs_reports_go_to_their_relay_side_by_side_within_a_bound() -> R
 }
 
 /// A relay that takes its time over each callback and counts how many it holds at once.
-mod slow_relay {
-    use std::convert::Infallible;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::Duration;
+struct SlowRelay {
+    url: String,
+    counts: Arc<SlowRelayCounts>,
+}
 
-    use anyhow::Result;
-    use http_body_util::Full;
-    use hyper::body::{Bytes, Incoming};
-    use hyper::server::conn::http1;
-    use hyper::service::service_fn;
-    use hyper_util::rt::TokioIo;
+#[derive(Default)]
+struct SlowRelayCounts {
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+    answered: AtomicUsize,
+}
 
-    #[derive(Default)]
-    struct Counts {
-        in_flight: AtomicUsize,
-        most: AtomicUsize,
-        answered: AtomicUsize,
+impl SlowRelay {
+    async fn start(delay: Duration) -> Result<SlowRelay> {
+        let counts = Arc::new(SlowRelayCounts::default());
+        let shared = counts.clone();
+        let base = gatehouse_tests::http_server::serve(gatehouse_tests::relay_listener().await?, move |_| {
+            let counts = shared.clone();
+            async move {
+                let now = counts.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                counts.most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                counts.in_flight.fetch_sub(1, Ordering::SeqCst);
+                counts.answered.fetch_add(1, Ordering::SeqCst);
+                Reply::json(200, json!({}))
+            }
+        })?;
+        Ok(SlowRelay { url: format!("{base}/callbacks"), counts })
     }
 
-    pub struct SlowRelay {
-        pub url: String,
-        counts: Arc<Counts>,
+    fn answered(&self) -> usize {
+        self.counts.answered.load(Ordering::SeqCst)
     }
 
-    impl SlowRelay {
-        pub async fn start(delay: Duration) -> Result<SlowRelay> {
-            let listener = gatehouse_tests::relay_listener().await?;
-            let url = format!("http://{}/callbacks", listener.local_addr()?);
-            let counts = Arc::new(Counts::default());
-            let shared = counts.clone();
-            tokio::spawn(async move {
-                while let Ok((stream, _)) = listener.accept().await {
-                    let counts = shared.clone();
-                    tokio::spawn(async move {
-                        let service = service_fn(move |_request: hyper::Request<Incoming>| {
-                            let counts = counts.clone();
-                            async move {
-                                let now = counts.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-                                counts.most.fetch_max(now, Ordering::SeqCst);
-                                tokio::time::sleep(delay).await;
-                                counts.in_flight.fetch_sub(1, Ordering::SeqCst);
-                                counts.answered.fetch_add(1, Ordering::SeqCst);
-                                Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from_static(b"{}"))))
-                            }
-                        });
-                        let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-                    });
-                }
-            });
-            Ok(SlowRelay { url, counts })
-        }
-
-        pub fn answered(&self) -> usize {
-            self.counts.answered.load(Ordering::SeqCst)
-        }
-
-        pub fn most_at_once(&self) -> usize {
-            self.counts.most.load(Ordering::SeqCst)
-        }
+    fn most_at_once(&self) -> usize {
+        self.counts.most.load(Ordering::SeqCst)
     }
 }

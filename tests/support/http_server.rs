@@ -55,7 +55,16 @@ where
     H: Fn(Exchange) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Reply> + Send + 'static,
 {
-    let listener = tokio::net::TcpListener::bind(address).await?;
+    serve(tokio::net::TcpListener::bind(address).await?, handler)
+}
+
+/// [`serve_on`] on a listener already bound (a relay's port of the allowed range,
+/// [`crate::relay_listener`]).
+pub fn serve<H, F>(listener: tokio::net::TcpListener, handler: H) -> Result<String>
+where
+    H: Fn(Exchange) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Reply> + Send + 'static,
+{
     let url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
