@@ -64,7 +64,8 @@ fn migrate_is_idempotent() {
 }
 
 /// A database migrated before V3's and V7's comments were reworded recorded their old checksums;
-/// `migrate` brings those records up to date instead of refusing the database.
+/// `migrate` brings those records up to date instead of refusing the database, and still refuses
+/// one whose history it does not know, even when it has nothing left to apply.
 #[tokio::test]
 async fn migrate_accepts_a_database_that_applied_migrations_before_their_comments_were_reworded() {
     let scratch =
@@ -104,4 +105,27 @@ async fn migrate_accepts_a_database_that_applied_migrations_before_their_comment
         .output()
         .expect("gatehouse runs");
     assert!(!out.status.success(), "a divergent migration must be refused");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("V3 applied to this database differs"));
+
+    // So is a database a later release migrated, with a migration this one does not have.
+    client
+        .execute("UPDATE refinery_schema_history SET checksum = $1 WHERE version = 3", &[&current])
+        .await
+        .expect("V3's checksum back");
+    client
+        .execute(
+            "INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
+             SELECT 9999, 'later', applied_on, '1' FROM refinery_schema_history WHERE version = 3",
+            &[],
+        )
+        .await
+        .expect("a later release's migration");
+    let out = Command::new(gatehouse_bin())
+        .arg("migrate")
+        .env("DATABASE_URL", &scratch.url)
+        .output()
+        .expect("gatehouse runs");
+    assert!(!out.status.success(), "a database ahead of this release must be refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("V9999 applied to this database is unknown"), "{stderr}");
 }

@@ -33,6 +33,10 @@ pub enum MigrationError {
     Reworded(#[source] tokio_postgres::Error),
     #[error("applying migrations: {0}")]
     Apply(#[source] refinery::Error),
+    #[error("migration V{version} applied to this database differs from this release's: refusing to go on")]
+    Divergent { version: i64 },
+    #[error("migration V{version} applied to this database is unknown to this release: refusing to go on")]
+    Missing { version: i64 },
     #[error("reading which migrations were applied: {0}")]
     History(#[source] tokio_postgres::Error),
     #[error("building index {index} ahead of its migration: {source}")]
@@ -95,6 +99,7 @@ async fn apply_locked(
     } else {
         Vec::new()
     };
+    check_applied(runner.get_migrations(), &done)?;
     let mut pending: Vec<&refinery::Migration> = runner
         .get_migrations()
         .iter()
@@ -114,6 +119,24 @@ async fn apply_locked(
         names.extend(report.applied_migrations().iter().map(|m| m.to_string()));
     }
     Ok(names)
+}
+
+/// Refuses a database that applied a migration this release does not have, or one whose
+/// checksum differs from this release's file. Refinery checks this only when it has something
+/// to apply; an up-to-date database is checked here as well, so `migrate` never answers "up to
+/// date" for a schema it does not know.
+fn check_applied(known: &[refinery::Migration], applied: &[refinery::Migration]) -> Result<(), MigrationError> {
+    for done in applied {
+        let version = i64::from(done.version());
+        match known.iter().find(|m| m.version() == done.version()) {
+            None => return Err(MigrationError::Missing { version }),
+            Some(file) if file.checksum() != done.checksum() => {
+                return Err(MigrationError::Divergent { version });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Records the current checksum of each [`REWORDED`] migration a database applied under its old
