@@ -2,10 +2,11 @@
 -- tenant's calls, histories, callbacks, session context, executions and documents; every row
 -- that exists already belongs to the first tenant, whose admin key `api_token` is.
 --
--- On a populated database: ADD COLUMN with a constant DEFAULT changes only the catalogue (no
--- table rewrite, PostgreSQL 11 and later). The new indexes are built under this migration's
--- lock on each table, so the API's writes wait for them, unless they were built beforehand with
--- CREATE INDEX CONCURRENTLY under the same names (docs/deploying.md, "Upgrading").
+-- This migration only adds: the release before it keeps serving beside it (docs/deploying.md,
+-- "Upgrading"). `gatehouse migrate` adds the tenant columns (a constant DEFAULT changes only the
+-- catalogue) and builds the new indexes concurrently before it runs the rest, which then finds
+-- them in place. What the release before still uses (its idempotency index, its primary keys
+-- on session context and documents, its history indexes) goes in the contract step V31.
 --
 -- The tenant columns carry no foreign key: a row's tenant comes from a key, and a key's tenant
 -- exists (api_keys references tenants), so the check would cost every insert for nothing.
@@ -16,18 +17,16 @@ ALTER TABLE tenants
     ADD COLUMN max_pending_calls   integer CHECK (max_pending_calls > 0),
     ADD COLUMN creates_per_second  integer CHECK (creates_per_second > 0);
 
-ALTER TABLE tool_calls        ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
-ALTER TABLE tool_executions   ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
+ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
+ALTER TABLE tool_executions ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
 ALTER TABLE callback_attempts ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
-ALTER TABLE session_context   ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
-ALTER TABLE documents         ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
+ALTER TABLE session_context ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS tenant_id text NOT NULL DEFAULT 'default';
 
 -- Two tenants may use the same session id and the same Idempotency-Key: the key's first call is
--- looked up within the tenant. Each index is created only if missing, so that on a large database
--- they can be built beforehand with CREATE INDEX CONCURRENTLY (docs/deploying.md, "Upgrading").
+-- looked up within the tenant.
 CREATE UNIQUE INDEX IF NOT EXISTS tool_calls_tenant_idempotency_key_idx
     ON tool_calls (tenant_id, session_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
-DROP INDEX IF EXISTS tool_calls_idempotency_key_idx;
 -- A tenant's call list, newest first, and its creates in the last second (the rate limit).
 CREATE INDEX IF NOT EXISTS tool_calls_tenant_created_idx ON tool_calls (tenant_id, created_at DESC, tool_call_id DESC);
 -- A tenant's waiting PENDING calls, counted against its limit.
@@ -36,17 +35,13 @@ CREATE INDEX IF NOT EXISTS tool_calls_tenant_pending_idx ON tool_calls (tenant_i
 -- A tool's history and stats are read per tenant.
 CREATE INDEX IF NOT EXISTS tool_executions_tenant_tool_started_idx
     ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC);
-DROP INDEX IF EXISTS tool_executions_tool_started_idx;
 CREATE INDEX IF NOT EXISTS tool_executions_tenant_errors_idx
     ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC) WHERE outcome IN ('failed', 'crashed');
-DROP INDEX IF EXISTS tool_executions_errors_idx;
 
--- A session's context is the tenant's session's.
-ALTER TABLE session_context DROP CONSTRAINT session_context_pkey,
-    ADD PRIMARY KEY (tenant_id, session_id, context_key);
-
--- Each tenant has its own documents, with ids of its own choosing.
-ALTER TABLE documents DROP CONSTRAINT documents_pkey, ADD PRIMARY KEY (tenant_id, id);
+-- A session's context is the tenant's session's, and each tenant has its own documents, with
+-- ids of its own choosing: the keys the upserts name, which V31 makes the primary keys.
+CREATE UNIQUE INDEX IF NOT EXISTS session_context_tenant_key_idx ON session_context (tenant_id, session_id, context_key);
+CREATE UNIQUE INDEX IF NOT EXISTS documents_tenant_id_idx ON documents (tenant_id, id);
 
 -- One status_history entry, stamped by the database clock, naming the key that made the change
 -- (its prefix, or `api_token`; none for Gatehouse's own transitions).

@@ -5,10 +5,9 @@
 -- same graph on the new expression. `gatehouse index` builds larger corpora's indexes on it
 -- too (docs/architecture.md, "Vector search").
 --
--- On a populated table the build takes a while (minutes at a million documents): it holds a
--- SHARE lock, so the running version's searches go on through the old graph while ingests
--- wait, and the old graph is dropped at the end.
+-- On a populated table the build takes a while (minutes at a million documents): `gatehouse
+-- migrate` builds it concurrently beforehand, so ingests go on, and the release before this one
+-- keeps searching through V4's graph, which the contract step V31 drops.
 SET LOCAL maintenance_work_mem = '1GB';
 CREATE INDEX IF NOT EXISTS documents_embedding_idx ON documents
     USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops);
-DROP INDEX IF EXISTS documents_embedding_hnsw_idx;

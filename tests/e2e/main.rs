@@ -38,4 +38,5 @@ mod tls;
 mod tool_hosts;
 mod tool_sdks;
 mod traces;
+mod upgrade;
 mod vector_search;

@@ -443,13 +443,15 @@ impl ScratchDatabase {
         Ok(scratch)
     }
 
-    /// `gatehouse migrate`, up to `version` when one is given.
+    /// `gatehouse migrate`, up to `version` when one is given; without one, the contract steps
+    /// too, as an operator finishing an upgrade does.
     pub fn migrate(&self, version: Option<i32>) -> Result<()> {
         let mut command = std::process::Command::new(crate::gatehouse_bin());
         command.arg("migrate").env("DATABASE_URL", &self.url).stdout(std::process::Stdio::null());
-        if let Some(version) = version {
-            command.args(["--to", &version.to_string()]);
-        }
+        match version {
+            Some(version) => command.args(["--to", &version.to_string()]),
+            None => command.arg("--contract"),
+        };
         anyhow::ensure!(command.status()?.success(), "migrating {} failed", self.name);
         Ok(())
     }

@@ -11,12 +11,42 @@ mod embedded {
     refinery::embed_migrations!("../../migrations");
 }
 
-/// Migrations whose comments, and nothing else, were reworded after they shipped, with the
-/// checksum a database recorded when it applied them. Refinery refuses to run against a database
-/// whose recorded checksum differs from the file's; for these the record is brought up to date
-/// first, so a database migrated before the rewording keeps working. A change to a shipped
-/// migration's SQL is never made this way: it is a new migration.
-const REWORDED: &[(i32, u64)] = &[(3, 6_774_735_324_130_314_924), (7, 658_664_620_846_305_447)];
+/// Migrations changed after they shipped, with the checksum a database recorded when it applied
+/// the version it shipped with. Refinery refuses a database whose recorded checksum differs from
+/// the file's; for these the record is brought up to date first, so a database migrated before
+/// the change keeps working. Only two kinds of change are made this way: comments reworded (V3,
+/// V7), and a migration made add-only whose removals moved to a contract step that finds them
+/// already done on such a database (V18 and V27, whose removals are V31's). Any other change to
+/// a shipped migration is a new migration.
+const SUPERSEDED: &[(i32, u64)] = &[
+    (3, 6_774_735_324_130_314_924),
+    (7, 658_664_620_846_305_447),
+    (18, 8_651_253_078_910_817_662),
+    (27, 10_663_324_581_529_883_966),
+];
+
+/// How a migration is named when it removes what an earlier release still uses (a column, an
+/// index, a key it names): a contract step, which waits until no runner of such a release serves.
+const CONTRACT_PREFIX: &str = "contract_";
+
+/// Whether the contract steps run (docs/deploying.md, "Upgrading").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContractSteps {
+    /// Only on a database that had no migration applied, where no earlier release can be serving;
+    /// elsewhere `apply` stops before the first one.
+    WhenNew,
+    /// The operator says no runner of an earlier release serves any more.
+    Apply,
+}
+
+/// What [`apply_up_to`] did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The migrations it applied, in order (`V18__tenant_rows`).
+    pub applied: Vec<String>,
+    /// The contract step it stopped before, and the migrations after it, left for `--contract`.
+    pub waiting: Vec<String>,
+}
 
 /// Serializes migrations of several runners started at once against one database.
 const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
@@ -29,8 +59,8 @@ const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 pub enum MigrationError {
     #[error("taking the migration lock: {0}")]
     Lock(#[source] tokio_postgres::Error),
-    #[error("updating the checksums of reworded migrations: {0}")]
-    Reworded(#[source] tokio_postgres::Error),
+    #[error("updating the checksums of migrations changed since they shipped: {0}")]
+    Superseded(#[source] tokio_postgres::Error),
     #[error("applying migrations: {0}")]
     Apply(#[source] refinery::Error),
     #[error("migration V{version} applied to this database differs from this release's: refusing to go on")]
@@ -39,6 +69,8 @@ pub enum MigrationError {
     Missing { version: i64 },
     #[error("reading which migrations were applied: {0}")]
     History(#[source] tokio_postgres::Error),
+    #[error("adding {column} ahead of its migration: {source}")]
+    ColumnAhead { column: String, source: tokio_postgres::Error },
     #[error("building index {index} ahead of its migration: {source}")]
     IndexAhead { index: String, source: tokio_postgres::Error },
     #[error("reading {}: {source}", path.display())]
@@ -49,23 +81,19 @@ pub enum MigrationError {
     ToolName(String),
 }
 
-/// Applies every migration not yet applied, each in its own transaction, and names the ones
-/// it applied. Several runners may start at once against one database: an advisory lock lets
-/// one migrate while the others wait. Each migration's new indexes are built first without
-/// blocking writes (online.rs).
-pub async fn apply(client: &mut tokio_postgres::Client) -> Result<Vec<String>, MigrationError> {
-    apply_up_to(client, None).await
-}
-
-/// [`apply`], stopping after migration `version` when one is given: an upgrade in stages, for
-/// example the partitioning's checks (V22, V23) by day and its swap (V24) later
-/// (docs/deploying.md, "Upgrading").
+/// Applies every migration not yet applied, each in its own transaction, up to migration
+/// `version` when one is given (an upgrade in stages, for example the partitioning's checks V22
+/// and V23 by day and its swap V24 later) and up to the first contract step unless `contract`
+/// lets it through (docs/deploying.md, "Upgrading"). Several runners may start at once against
+/// one database: an advisory lock lets one migrate while the others wait. What each migration
+/// adds without blocking the running release, it adds first (online.rs).
 pub async fn apply_up_to(
     client: &mut tokio_postgres::Client,
     version: Option<i32>,
-) -> Result<Vec<String>, MigrationError> {
+    contract: ContractSteps,
+) -> Result<Applied, MigrationError> {
     take_lock(client).await?;
-    let applied = apply_locked(client, version).await;
+    let applied = apply_locked(client, version, contract).await;
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await.map_err(MigrationError::Lock)?;
     applied
 }
@@ -83,13 +111,14 @@ async fn take_lock(client: &tokio_postgres::Client) -> Result<(), MigrationError
     }
 }
 
-/// One migration at a time, each after its indexes were built ahead.
+/// One migration at a time, each after what it adds ahead.
 async fn apply_locked(
     client: &mut tokio_postgres::Client,
     version: Option<i32>,
-) -> Result<Vec<String>, MigrationError> {
+    contract: ContractSteps,
+) -> Result<Applied, MigrationError> {
     let runner = embedded::migrations::runner();
-    accept_reworded(client, runner.get_migrations()).await.map_err(MigrationError::Reworded)?;
+    accept_superseded(client, runner.get_migrations()).await.map_err(MigrationError::Superseded)?;
     let history = client
         .query_one("SELECT to_regclass('refinery_schema_history') IS NOT NULL", &[])
         .await
@@ -107,18 +136,35 @@ async fn apply_locked(
         .filter(|m| !done.iter().any(|d| d.version() == m.version()))
         .collect();
     pending.sort_by_key(|m| m.version());
-    let mut names = Vec::new();
-    for migration in pending {
-        online::build_ahead(client, migration.sql().unwrap_or_default()).await?;
-        let report = embedded::migrations::runner()
-            .set_target(refinery::Target::Version(migration.version()))
-            .set_grouped(false)
-            .run_async(client)
-            .await
-            .map_err(MigrationError::Apply)?;
-        names.extend(report.applied_migrations().iter().map(|m| m.to_string()));
+    let contract_now = contract == ContractSteps::Apply || done.is_empty();
+    let mut outcome = Applied::default();
+    for (at, migration) in pending.iter().enumerate() {
+        if !contract_now && migration.name().starts_with(CONTRACT_PREFIX) {
+            outcome.waiting = pending[at..].iter().map(|m| m.to_string()).collect();
+            break;
+        }
+        online::add_ahead(client, migration.sql().unwrap_or_default()).await?;
+        let mut tries = 1;
+        let report = loop {
+            online::wait_for_locks_briefly(client, true).await.map_err(MigrationError::Lock)?;
+            let run = embedded::migrations::runner()
+                .set_target(refinery::Target::Version(migration.version()))
+                .set_grouped(false)
+                .run_async(client)
+                .await;
+            online::wait_for_locks_briefly(client, false).await.map_err(MigrationError::Lock)?;
+            match run {
+                Ok(report) => break report,
+                Err(e) if tries < online::LOCK_TRIES && online::lock_timed_out(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(LOCK_RETRY).await;
+                }
+                Err(e) => return Err(MigrationError::Apply(e)),
+            }
+        };
+        outcome.applied.extend(report.applied_migrations().iter().map(|m| m.to_string()));
     }
-    Ok(names)
+    Ok(outcome)
 }
 
 /// Refuses a database that applied a migration this release does not have, or one whose
@@ -139,10 +185,9 @@ fn check_applied(known: &[refinery::Migration], applied: &[refinery::Migration])
     Ok(())
 }
 
-/// Records the current checksum of each [`REWORDED`] migration a database applied under its old
-/// one. Conditional on the old checksum, so a database holding anything else is left for
-/// refinery to refuse.
-async fn accept_reworded(
+/// Records the current checksum of each [`SUPERSEDED`] migration a database applied under its
+/// old one. Conditional on the old checksum, so a database holding anything else is refused.
+async fn accept_superseded(
     client: &tokio_postgres::Client,
     migrations: &[refinery::Migration],
 ) -> Result<(), tokio_postgres::Error> {
@@ -150,7 +195,7 @@ async fn accept_reworded(
     if !history.get::<_, bool>(0) {
         return Ok(());
     }
-    for &(version, applied) in REWORDED {
+    for &(version, applied) in SUPERSEDED {
         let Some(migration) = migrations.iter().find(|m| i64::from(m.version()) == i64::from(version)) else {
             continue;
         };

@@ -1,10 +1,24 @@
-//! Index builds that do not stop the running release: before a migration runs, each index it
-//! creates with `CREATE [UNIQUE] INDEX IF NOT EXISTS` is built with `CONCURRENTLY`, outside any
-//! transaction, so the API's writes go on while it builds; the migration then finds it in place
-//! (docs/deploying.md, "Upgrading"). An index on a column or table the same migration adds
-//! cannot be built ahead; the migration builds it under its own lock, as before.
+//! What a migration adds, added first without stopping the running release (docs/deploying.md,
+//! "Upgrading"). Before a migration runs, each column it adds with `ALTER TABLE t ADD COLUMN IF
+//! NOT EXISTS` (a statement on one line) is added on its own, a catalogue change under a lock
+//! held for a moment; then each index it creates with `CREATE [UNIQUE] INDEX IF NOT EXISTS` is
+//! built with `CONCURRENTLY`, outside any transaction, so the API's reads and writes go on
+//! while it builds. The migration then finds them in place. An index on a table the same
+//! migration creates cannot be built ahead; the migration builds it, as before.
+//!
+//! A statement that needs a lock the running release's requests would queue behind waits for it
+//! at most [`LOCK_WAIT`], then gives way and tries again: a long read holding the table makes
+//! the migration wait, never the requests.
+
+use std::time::Duration;
 
 use crate::MigrationError;
+
+/// How long a migration's statement waits for a table's lock before it gives way.
+const LOCK_WAIT: &str = "500ms";
+/// How many times it tries before the migration fails (with the running release unharmed).
+pub(crate) const LOCK_TRIES: u32 = 40;
+const LOCK_RETRY: Duration = Duration::from_millis(250);
 
 /// SQLSTATEs of an index that cannot be built before its migration: a column or a table the
 /// migration itself adds.
@@ -56,10 +70,86 @@ pub(crate) fn index_builds(sql: &str) -> Vec<IndexBuild> {
     builds
 }
 
-/// Builds each index of `sql` concurrently, ahead of its migration. A build that failed before
-/// (PostgreSQL leaves an invalid index behind) is dropped and made again.
-pub(crate) async fn build_ahead(client: &tokio_postgres::Client, sql: &str) -> Result<(), MigrationError> {
-    for build in index_builds(sql) {
+/// The `ALTER TABLE t ADD COLUMN IF NOT EXISTS ...;` statements of `sql`, each on one line.
+pub(crate) fn column_adds(sql: &str) -> Vec<&str> {
+    sql.lines()
+        .map(str::trim_end)
+        .filter(|line| {
+            line.starts_with("ALTER TABLE ") && line.contains(" ADD COLUMN IF NOT EXISTS ") && line.ends_with(';')
+        })
+        .filter(|line| line.matches(';').count() == 1)
+        .collect()
+}
+
+/// The memory a migration gives its index builds (`SET LOCAL maintenance_work_mem = '1GB';`),
+/// which its builds ahead are given too.
+fn build_memory(sql: &str) -> Option<&str> {
+    sql.lines().find_map(|line| line.strip_prefix("SET LOCAL maintenance_work_mem = ")?.strip_suffix(';'))
+}
+
+/// Adds the columns of `sql` and builds its indexes, ahead of the migration.
+pub(crate) async fn add_ahead(client: &tokio_postgres::Client, sql: &str) -> Result<(), MigrationError> {
+    for statement in column_adds(sql) {
+        let column = statement.trim_start_matches("ALTER TABLE ").split(" ADD COLUMN").next().unwrap_or_default();
+        let mut tries = 1;
+        loop {
+            wait_for_locks_briefly(client, true).await.map_err(MigrationError::Lock)?;
+            let added = client.batch_execute(statement).await;
+            wait_for_locks_briefly(client, false).await.map_err(MigrationError::Lock)?;
+            match added {
+                Ok(()) => break,
+                Err(e) if tries < LOCK_TRIES && lock_timed_out(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(LOCK_RETRY).await;
+                }
+                Err(source) => return Err(MigrationError::ColumnAhead { column: column.to_owned(), source }),
+            }
+        }
+    }
+    let builds = index_builds(sql);
+    if builds.is_empty() {
+        return Ok(());
+    }
+    if let Some(memory) = build_memory(sql) {
+        client.batch_execute(&format!("SET maintenance_work_mem = {memory}")).await.map_err(MigrationError::Lock)?;
+    }
+    let built = build_ahead(client, builds).await;
+    client.batch_execute("RESET maintenance_work_mem").await.map_err(MigrationError::Lock)?;
+    built
+}
+
+/// Makes the session's statements give way after [`LOCK_WAIT`] for a lock (`on`), or wait as
+/// long as it takes again: a concurrent index build waits for older transactions, which blocks
+/// nobody, and must not give way.
+pub(crate) async fn wait_for_locks_briefly(
+    client: &tokio_postgres::Client,
+    on: bool,
+) -> Result<(), tokio_postgres::Error> {
+    if on {
+        client.batch_execute(&format!("SET lock_timeout = '{LOCK_WAIT}'")).await
+    } else {
+        client.batch_execute("RESET lock_timeout").await
+    }
+}
+
+/// Whether `error`, or what caused it, is PostgreSQL giving up on a lock.
+pub(crate) fn lock_timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(database) = error.downcast_ref::<tokio_postgres::Error>()
+            && database.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE)
+        {
+            return true;
+        }
+        current = error.source();
+    }
+    false
+}
+
+/// Builds each index concurrently. A build that failed before (PostgreSQL leaves an invalid
+/// index behind) is dropped and made again.
+async fn build_ahead(client: &tokio_postgres::Client, builds: Vec<IndexBuild>) -> Result<(), MigrationError> {
+    for build in builds {
         drop_if_invalid(client, &build.name).await?;
         match client.batch_execute(&build.concurrently).await {
             Ok(()) => {}
@@ -117,6 +207,17 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn the_columns_added_ahead_are_the_one_line_if_not_exists_adds() {
+        let sql = "ALTER TABLE t ADD COLUMN IF NOT EXISTS c text NOT NULL DEFAULT 'x';\n\
+                   ALTER TABLE t ADD COLUMN d int;\n\
+                   ALTER TABLE t ADD COLUMN IF NOT EXISTS e int,\n    ADD COLUMN IF NOT EXISTS f int;\n\
+                   ALTER TABLE t ADD COLUMN IF NOT EXISTS g int; DROP TABLE u;\n\
+                   SET LOCAL maintenance_work_mem = '1GB';\n";
+        assert_eq!(column_adds(sql), ["ALTER TABLE t ADD COLUMN IF NOT EXISTS c text NOT NULL DEFAULT 'x';"]);
+        assert_eq!(build_memory(sql), Some("'1GB'"));
     }
 
     #[test]

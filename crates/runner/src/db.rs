@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use gatehouse_embedded_pg::{EmbeddedPostgres, PgInstall};
+use gatehouse_migrations::{Applied, ContractSteps};
 use gatehouse_pg_connect::PgTarget;
 
 /// A database to serve from; an embedded server stops when this is dropped or `stop`ped.
@@ -82,13 +83,19 @@ pub(crate) fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()>
 }
 
 /// Applies every migration not yet applied (see `gatehouse-migrations`): the core's, then
-/// with a manifest, each tool's own that it names, in the tool's schema.
-pub(crate) async fn migrate(url: &str, manifest_path: Option<&Path>) -> Result<Vec<String>> {
-    migrate_up_to(url, manifest_path, None).await
+/// with a manifest, each tool's own that it names, in the tool's schema. Contract steps run only
+/// on a new database; elsewhere they wait for `gatehouse migrate --contract`.
+pub(crate) async fn migrate(url: &str, manifest_path: Option<&Path>) -> Result<Applied> {
+    migrate_up_to(url, manifest_path, None, ContractSteps::WhenNew).await
 }
 
 /// [`migrate`], or with `up_to` only the core's migrations up to that version.
-pub(crate) async fn migrate_up_to(url: &str, manifest_path: Option<&Path>, up_to: Option<i32>) -> Result<Vec<String>> {
+pub(crate) async fn migrate_up_to(
+    url: &str,
+    manifest_path: Option<&Path>,
+    up_to: Option<i32>,
+    contract: ContractSteps,
+) -> Result<Applied> {
     let tools = match manifest_path.filter(|_| up_to.is_none()) {
         Some(path) => {
             let manifest = gatehouse_spin_host::manifest::Manifest::load(path)?;
@@ -98,17 +105,17 @@ pub(crate) async fn migrate_up_to(url: &str, manifest_path: Option<&Path>, up_to
     };
     let (mut client, driver) =
         gatehouse_pg_connect::connect(url).await.context("connecting to the database to migrate")?;
-    let mut applied = gatehouse_migrations::apply_up_to(&mut client, up_to).await?;
+    let mut outcome = gatehouse_migrations::apply_up_to(&mut client, up_to, contract).await?;
     for (component, dir) in tools {
         let tool = gatehouse_migrations::ToolMigrations { component, dir };
         let done = gatehouse_migrations::apply_tool(&mut client, &tool)
             .await
             .with_context(|| format!("the migrations of component '{}' ({})", tool.component, tool.dir.display()))?;
-        applied.extend(done);
+        outcome.applied.extend(done);
     }
     drop(client);
     let _ = driver.await;
-    Ok(applied)
+    Ok(outcome)
 }
 
 #[cfg(test)]

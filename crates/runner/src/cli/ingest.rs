@@ -96,7 +96,7 @@ pub(super) async fn run(args: IngestArgs) -> Result<()> {
 }
 
 async fn ingest(args: &IngestArgs, url: &str, embedder: Arc<Embedder>, total: u64) -> Result<Summary> {
-    for migration in migrate(url, None).await? {
+    for migration in migrate(url, None).await?.applied {
         eprintln!("applied migration {migration}");
     }
     let (writer, writer_driver) = gatehouse_pg_connect::connect(url).await.context("connecting to the database")?;

@@ -82,7 +82,7 @@ pub(super) async fn run(command: KeysCommand) -> Result<()> {
 pub(super) async fn on_database(app: &AppArgs, work: impl AsyncFnOnce(&Client) -> Result<()>) -> Result<()> {
     let database = Database::open(&app.project_root()?, &app.state_dir()?).await?;
     let outcome = async {
-        for migration in migrate(&database.url, None).await? {
+        for migration in migrate(&database.url, None).await?.applied {
             eprintln!("applied migration {migration}");
         }
         let (client, driver) =

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use gatehouse_migrations::ContractSteps;
 
 #[derive(Parser)]
 #[command(name = "gatehouse", version, about = "Runs and operates the Gatehouse Spin application")]
@@ -36,6 +37,10 @@ struct MigrateArgs {
     /// (docs/deploying.md, "Upgrading"). The tools' own migrations wait for a migrate without it.
     #[arg(long, value_name = "VERSION")]
     to: Option<i32>,
+    /// Apply the contract steps too: migrations that remove what an earlier release still uses.
+    /// Only once no runner of an earlier release serves (docs/deploying.md, "Upgrading").
+    #[arg(long)]
+    contract: bool,
 }
 
 #[derive(Subcommand)]
@@ -124,7 +129,7 @@ impl Cli {
     pub(crate) async fn run(self) -> Result<()> {
         match self.command {
             Command::Build(args) => build::run(&args).await,
-            Command::Migrate(MigrateArgs { app: args, to }) => {
+            Command::Migrate(MigrateArgs { app: args, to, contract }) => {
                 let database = crate::db::Database::open(&args.project_root()?, &args.state_dir()?).await?;
                 // A tool's own migrations are named in the manifest; where there is none (the
                 // CLI image's migrate job), the core's are all there is.
@@ -135,12 +140,18 @@ impl Cli {
                     eprintln!("no manifest at {}: applying the core's migrations only", manifest.display());
                     None
                 };
-                let applied = crate::db::migrate_up_to(&database.url, manifest.as_deref(), to).await?;
-                if applied.is_empty() {
-                    println!("database is up to date");
-                }
-                for migration in applied {
+                let contract = if contract { ContractSteps::Apply } else { ContractSteps::WhenNew };
+                let outcome = crate::db::migrate_up_to(&database.url, manifest.as_deref(), to, contract).await?;
+                for migration in &outcome.applied {
                     println!("applied {migration}");
+                }
+                if !outcome.waiting.is_empty() {
+                    println!(
+                        "left for `gatehouse migrate --contract`, once no earlier release serves: {}",
+                        outcome.waiting.join(", ")
+                    );
+                } else if outcome.applied.is_empty() {
+                    println!("database is up to date");
                 }
                 database.stop()
             }

@@ -335,8 +335,15 @@ async fn listen(
     if database.is_embedded() {
         log::info("using the embedded PostgreSQL", serde_json::json!({"data": state_dir.join("pgdata")}));
     }
-    for migration in migrate(&database.url, Some(&args.app.manifest_path()?)).await? {
+    let migrated = migrate(&database.url, Some(&args.app.manifest_path()?)).await?;
+    for migration in migrated.applied {
         log::info("applied migration", serde_json::json!({"migration": migration}));
+    }
+    if !migrated.waiting.is_empty() {
+        log::info(
+            "contract steps wait for `gatehouse migrate --contract` once no earlier release serves",
+            serde_json::json!({"waiting": migrated.waiting}),
+        );
     }
 
     let mut variables = VariableSources::from_process_env();
