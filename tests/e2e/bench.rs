@@ -297,21 +297,28 @@ async fn bench_seeds_calls_and_executions_and_tops_them_up() -> Result<()> {
 }
 
 /// A backlog of calls past their deadline, seeded under an application whose sweeper runs,
-/// drains; the benchmark follows it down to nothing.
+/// drains; the benchmark follows it down to nothing, and follows the expiry report each call
+/// owes its relay (the benchmark's second relay) until every one arrived.
 #[tokio::test]
 async fn bench_follows_a_sweepers_backlog_until_it_is_drained() -> Result<()> {
     let database = ScratchDatabase::create("gatehouse_backlog").await?;
-    // The status scenario's calls name the benchmark's own relay as their callback.
-    let relay = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string();
-    let options = lifecycle_options(&[("callback_allowed_hosts", &relay)], &["--sweep-interval", "0.2"]);
+    // The status scenario's calls name the benchmark's own relay as their callback; the
+    // backlog's calls name the other. Both on ports of the relays' range, which the runners
+    // allow; the first is held while the second is chosen, so they differ.
+    let held = gatehouse_tests::relay_listener().await?;
+    let relay = held.local_addr()?.to_string();
+    let reports = gatehouse_tests::free_relay_address()?.to_string();
+    drop(held);
+    let options = lifecycle_options(&[], &["--sweep-interval", "0.2"]);
     let app = App::start(database.serve(options)).await?;
     let base = app.runner.url("");
     let args = ["bench", "--url", &base, "--token", TOKEN, "--relay-listen", &relay, "--scenario", "status"];
-    let args =
-        [&args[..], &["--concurrency", "1", "--seconds", "0.5", "--no-floor", "--seed-expiring", "3000"]].concat();
+    let backlog = ["--seed-expiring", "3000", "--backlog-reports", &reports];
+    let args = [&args[..], &["--concurrency", "1", "--seconds", "0.5", "--no-floor"], &backlog[..]].concat();
     let printed = gatehouse(&args, &database.url)?;
     ensure!(printed.contains("backlog: 3000 waiting calls past their deadline"), "{printed}");
     ensure!(printed.contains("backlog: drained in"), "{printed}");
+    ensure!(printed.contains("backlog: 3000 of 3000 expiry reports delivered"), "{printed}");
     let db = gatehouse_tests::connect(&database.url).await?;
     let expired: i64 = db
         .query_one("SELECT count(*) FROM tool_calls WHERE tool_call_id LIKE 'tc_5eef%' AND status = 'EXPIRED'", &[])

@@ -224,3 +224,37 @@ async fn the_release_before_tenants_keeps_serving_while_the_upgrade_runs() -> Re
     );
     Ok(())
 }
+
+/// A long read holding a table the migration must lock: the migration gives way to it and tries
+/// again, so the requests arriving meanwhile are never queued behind the migration's lock for
+/// the read's whole length, and the migration completes once the read is over.
+#[tokio::test]
+async fn a_migration_waits_for_a_long_read_without_holding_up_the_requests_behind_it() -> Result<()> {
+    const HELD: Duration = Duration::from_secs(4);
+    let scratch = ScratchDatabase::migrated_to("upgrade-give-way", Some(PREVIOUS_RELEASE)).await?;
+    let mut long_read = scratch.connect().await?;
+    let reading = long_read.transaction().await?;
+    reading.query_one("SELECT count(*) FROM tool_calls", &[]).await?;
+
+    let upgrade = {
+        let url = scratch.url.clone();
+        tokio::task::spawn_blocking(move || migrate(&url, false))
+    };
+    let requests = scratch.connect().await?;
+    let started = Instant::now();
+    let mut longest = Duration::ZERO;
+    while started.elapsed() < HELD {
+        let asked = Instant::now();
+        let request = requests.query("SELECT tool_call_id FROM tool_calls LIMIT 1", &[]);
+        tokio::time::timeout(HELD, request).await.context("a request was held up behind the migration")??;
+        longest = longest.max(asked.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ensure!(!upgrade.is_finished(), "the migration must wait for the long read");
+    reading.commit().await?;
+    let upgraded = upgrade.await??;
+    ensure!(upgraded.contains("applied V30__"), "{upgraded}");
+    // Queued behind the migration's lock, a request would have waited until the read ended.
+    ensure!(longest < HELD / 2, "a request waited {longest:?} behind the migration");
+    Ok(())
+}

@@ -57,6 +57,12 @@ pub struct BenchArgs {
     /// through --url.
     #[arg(long, default_value_t = 0)]
     pub seed_expiring: u64,
+    /// The backlog's calls name a relay of the benchmark's listening here (which the
+    /// application must allow, beside --relay-listen) as their callback URL, and the benchmark
+    /// follows their expiry reports: how many arrived while the sweeper drained the backlog, and
+    /// how long after the drain the last one did.
+    #[arg(long, value_name = "ADDR", requires = "seed_expiring")]
+    pub backlog_reports: Option<std::net::SocketAddr>,
     /// After seeding, apply the sweeper's retention with this many days of history (the
     /// executions', callback attempts' and rollups' week partitions that end before are dropped), then
     /// print the database's size again. 0 keeps everything.

@@ -62,6 +62,20 @@ impl Relay {
         self.received.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
+    /// The first callback about each call whose id starts with `prefix`: when it came, and
+    /// whether its signature verified.
+    pub(crate) fn first_callbacks(&self, prefix: &str) -> std::collections::HashMap<String, (Instant, bool)> {
+        let mut first = std::collections::HashMap::new();
+        if let Ok(received) = self.received.lock() {
+            for callback in received.iter() {
+                if let Some(id) = callback.body["tool_call_id"].as_str().filter(|id| id.starts_with(prefix)) {
+                    first.entry(id.to_owned()).or_insert((callback.at, callback.signature_valid));
+                }
+            }
+        }
+        first
+    }
+
     /// Waits for a callback of `kind` about `tool_call_id`.
     pub async fn wait_for(&self, tool_call_id: &str, kind: &str, timeout: Duration) -> Result<Callback> {
         let deadline = Instant::now() + timeout;

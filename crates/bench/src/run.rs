@@ -10,7 +10,7 @@ use crate::args::BenchArgs;
 use crate::harness::{Harness, Running};
 use crate::scenario::Scenario;
 use crate::setup::Setup;
-use crate::{cpu, embed, embed_serve, floor, lifecycle, measure, query, recall, report, seed, sessions};
+use crate::{cpu, embed, embed_serve, floor, lifecycle, measure, query, recall, relay, report, seed, sessions};
 
 /// Runs the scenarios `args` names, on the application `harness` starts, or on the one at
 /// `--url`; prints the tables as it goes.
@@ -107,7 +107,13 @@ async fn on_clients(clients: &tokio::runtime::Runtime, setup: Setup) -> Result<(
                 0 => None,
                 // The application this benchmark starts runs no sweeper: nothing would drain it.
                 _ if args.url.is_none() => bail!("--seed-expiring needs an application whose sweeper runs: --url"),
-                calls => Some(seed::Backlog::seed(database_to_write(&setup, "seeding")?, calls).await?),
+                calls => {
+                    let relay = match args.backlog_reports {
+                        Some(listen) => Some(relay::Relay::start(&setup.callback_secret, listen).await?),
+                        None => None,
+                    };
+                    Some(seed::Backlog::seed(database_to_write(&setup, "seeding")?, calls, relay).await?)
+                }
             };
             if let Some(history_days) = args.retain_history_days {
                 let database_url = database_to_write(&setup, "retention")?;

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use gatehouse_domain::keys::DEFAULT_TENANT;
 
 use crate::lifecycle::{FUNCTION, TOOL};
+use crate::relay::Relay;
 
 const SEED_CALLS_SQL: &str = include_str!("sql/seed_calls.sql");
 const SEED_EXECUTIONS_SQL: &str = include_str!("sql/seed_executions.sql");
@@ -152,11 +153,16 @@ fn backlog_settle(calls: u64) -> Duration {
     Duration::from_secs(5) + Duration::from_secs_f64(calls as f64 / 2000.0)
 }
 
+/// How long after the drain the benchmark waits for the backlog's last expiry reports.
+const REPORTS_PATIENCE: Duration = Duration::from_secs(600);
+
 /// A sweeper's backlog seeded before the scenarios, and counted every second while they run
-/// and after, until it is gone.
+/// and after, until it is gone; with a relay, the expiry reports it receives are followed too.
 pub(crate) struct Backlog {
     calls: u64,
+    counted_from: Instant,
     counts: tokio::task::JoinHandle<Result<Vec<(Duration, i64)>>>,
+    relay: Option<Relay>,
 }
 
 impl Backlog {
@@ -168,7 +174,7 @@ impl Backlog {
     /// outage would be. Measured right after a bulk insert, the create would wait on the
     /// insert's own aftermath (autovacuum, the checkpoint writing its pages) and not on the
     /// sweeper.
-    pub(crate) async fn seed(database_url: &str, calls: u64) -> Result<Backlog> {
+    pub(crate) async fn seed(database_url: &str, calls: u64, relay: Option<Relay>) -> Result<Backlog> {
         let (db, driver) = gatehouse_pg_connect::connect(database_url).await.context("connecting to seed")?;
         let deadline = Instant::now() + backlog_settle(calls);
         let mut next = i64::try_from(next_number(&db, BACKLOG_IDS).await?).context("a backlog id's number")?;
@@ -176,7 +182,8 @@ impl Backlog {
         while next < end {
             let batch = (CALL_BATCH as i64).min(end - next);
             let until_deadline = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
-            db.execute(SEED_EXPIRING_SQL, &[&next, &batch, &FUNCTION, &TOOL, &until_deadline])
+            let callback_url = relay.as_ref().map(|relay| relay.url.as_str());
+            db.execute(SEED_EXPIRING_SQL, &[&next, &batch, &FUNCTION, &TOOL, &until_deadline, &callback_url])
                 .await
                 .context("seeding the backlog")?;
             next += batch;
@@ -190,9 +197,10 @@ impl Backlog {
             None => println!("backlog: seeding took longer than its settling time; the sweeper started meanwhile"),
         }
         println!("backlog: {calls} waiting calls past their deadline");
+        let counted_from = Instant::now();
         let counts = tokio::spawn(async move {
             let _driver = driver;
-            let started = Instant::now();
+            let started = counted_from;
             let mut counts = Vec::new();
             loop {
                 let left: i64 = db.query_one(STALE_CALLS_SQL, &[]).await?.get(0);
@@ -203,7 +211,7 @@ impl Backlog {
                 tokio::time::sleep(BACKLOG_SAMPLE).await;
             }
         });
-        Ok(Backlog { calls, counts })
+        Ok(Backlog { calls, counted_from, counts, relay })
     }
 
     /// Waits until the backlog is gone (or the patience is over), and prints how it went down.
@@ -223,7 +231,39 @@ impl Backlog {
             }
             _ => println!("backlog: not drained after {} s", BACKLOG_PATIENCE.as_secs()),
         }
+        if let (Some(relay), Some((drained_after, 0))) = (&self.relay, counts.last()) {
+            follow_reports(self.calls, relay, self.counted_from + *drained_after).await;
+        }
         Ok(())
+    }
+}
+
+/// Waits for an expiry report about each of the backlog's `calls` (or the patience), and prints
+/// how many came while the sweeper drained the backlog and when the last one came.
+async fn follow_reports(calls: u64, relay: &Relay, drained: Instant) {
+    let wanted = usize::try_from(calls).unwrap_or(usize::MAX);
+    loop {
+        let reports = relay.first_callbacks(BACKLOG_IDS.0);
+        let waited = drained.elapsed();
+        if reports.len() >= wanted || waited > REPORTS_PATIENCE {
+            let by_drain = reports.values().filter(|(at, _)| *at <= drained).count();
+            let unsigned = reports.values().filter(|(_, signed)| !signed).count();
+            let last = reports.values().map(|(at, _)| *at).max();
+            println!(
+                "backlog: {} of {wanted} expiry reports delivered ({by_drain} by the drain, {unsigned} with a \
+                 signature that did not verify)",
+                reports.len()
+            );
+            match last {
+                Some(last) if last > drained => {
+                    println!("backlog: the last report came {:.1} s after the drain", (last - drained).as_secs_f64())
+                }
+                Some(_) => println!("backlog: the last report came before the drain"),
+                None => println!("backlog: no report came"),
+            }
+            return;
+        }
+        tokio::time::sleep(BACKLOG_SAMPLE).await;
     }
 }
 

@@ -144,24 +144,15 @@ async fn apply_locked(
             break;
         }
         online::add_ahead(client, migration.sql().unwrap_or_default()).await?;
-        let mut tries = 1;
-        let report = loop {
-            online::wait_for_locks_briefly(client, true).await.map_err(MigrationError::Lock)?;
-            let run = embedded::migrations::runner()
+        let run = async |client: &mut tokio_postgres::Client| {
+            embedded::migrations::runner()
                 .set_target(refinery::Target::Version(migration.version()))
                 .set_grouped(false)
                 .run_async(client)
-                .await;
-            online::wait_for_locks_briefly(client, false).await.map_err(MigrationError::Lock)?;
-            match run {
-                Ok(report) => break report,
-                Err(e) if tries < online::LOCK_TRIES && online::lock_timed_out(&e) => {
-                    tries += 1;
-                    tokio::time::sleep(LOCK_RETRY).await;
-                }
-                Err(e) => return Err(MigrationError::Apply(e)),
-            }
+                .await
         };
+        let report =
+            online::giving_way(client, run).await.map_err(MigrationError::Lock)?.map_err(MigrationError::Apply)?;
         outcome.applied.extend(report.applied_migrations().iter().map(|m| m.to_string()));
     }
     Ok(outcome)

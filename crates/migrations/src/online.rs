@@ -17,7 +17,7 @@ use crate::MigrationError;
 /// How long a migration's statement waits for a table's lock before it gives way.
 const LOCK_WAIT: &str = "500ms";
 /// How many times it tries before the migration fails (with the running release unharmed).
-pub(crate) const LOCK_TRIES: u32 = 40;
+const LOCK_TRIES: u32 = 40;
 const LOCK_RETRY: Duration = Duration::from_millis(250);
 
 /// SQLSTATEs of an index that cannot be built before its migration: a column or a table the
@@ -88,23 +88,13 @@ fn build_memory(sql: &str) -> Option<&str> {
 }
 
 /// Adds the columns of `sql` and builds its indexes, ahead of the migration.
-pub(crate) async fn add_ahead(client: &tokio_postgres::Client, sql: &str) -> Result<(), MigrationError> {
+pub(crate) async fn add_ahead(client: &mut tokio_postgres::Client, sql: &str) -> Result<(), MigrationError> {
     for statement in column_adds(sql) {
         let column = statement.trim_start_matches("ALTER TABLE ").split(" ADD COLUMN").next().unwrap_or_default();
-        let mut tries = 1;
-        loop {
-            wait_for_locks_briefly(client, true).await.map_err(MigrationError::Lock)?;
-            let added = client.batch_execute(statement).await;
-            wait_for_locks_briefly(client, false).await.map_err(MigrationError::Lock)?;
-            match added {
-                Ok(()) => break,
-                Err(e) if tries < LOCK_TRIES && lock_timed_out(&e) => {
-                    tries += 1;
-                    tokio::time::sleep(LOCK_RETRY).await;
-                }
-                Err(source) => return Err(MigrationError::ColumnAhead { column: column.to_owned(), source }),
-            }
-        }
+        giving_way(client, async |client: &mut tokio_postgres::Client| client.batch_execute(statement).await)
+            .await
+            .map_err(MigrationError::Lock)?
+            .map_err(|source| MigrationError::ColumnAhead { column: column.to_owned(), source })?;
     }
     let builds = index_builds(sql);
     if builds.is_empty() {
@@ -118,17 +108,29 @@ pub(crate) async fn add_ahead(client: &tokio_postgres::Client, sql: &str) -> Res
     built
 }
 
-/// Makes the session's statements give way after [`LOCK_WAIT`] for a lock (`on`), or wait as
-/// long as it takes again: a concurrent index build waits for older transactions, which blocks
-/// nobody, and must not give way.
-pub(crate) async fn wait_for_locks_briefly(
-    client: &tokio_postgres::Client,
-    on: bool,
-) -> Result<(), tokio_postgres::Error> {
-    if on {
-        client.batch_execute(&format!("SET lock_timeout = '{LOCK_WAIT}'")).await
-    } else {
-        client.batch_execute("RESET lock_timeout").await
+/// Runs `statement` so that it gives way after [`LOCK_WAIT`] for a lock, and again after a pause
+/// each time it did, up to [`LOCK_TRIES`] times; answers its last outcome. Only around such
+/// statements: a concurrent index build waits for older transactions, which blocks nobody, and
+/// must not give way.
+pub(crate) async fn giving_way<T, E>(
+    client: &mut tokio_postgres::Client,
+    mut statement: impl AsyncFnMut(&mut tokio_postgres::Client) -> Result<T, E>,
+) -> Result<Result<T, E>, tokio_postgres::Error>
+where
+    E: std::error::Error + 'static,
+{
+    let mut tries = 1;
+    loop {
+        client.batch_execute(&format!("SET lock_timeout = '{LOCK_WAIT}'")).await?;
+        let outcome = statement(client).await;
+        client.batch_execute("RESET lock_timeout").await?;
+        match outcome {
+            Err(e) if tries < LOCK_TRIES && lock_timed_out(&e) => {
+                tries += 1;
+                tokio::time::sleep(LOCK_RETRY).await;
+            }
+            outcome => return Ok(outcome),
+        }
     }
 }
 
