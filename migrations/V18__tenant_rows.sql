@@ -6,7 +6,7 @@
 -- "Upgrading"). `gatehouse migrate` adds the tenant columns (a constant DEFAULT changes only the
 -- catalogue) and builds the new indexes concurrently before it runs the rest, which then finds
 -- them in place. What the release before still uses (its idempotency index, its primary keys
--- on session context and documents, its history indexes) goes in the contract step V31.
+-- on session context and documents, its history indexes) goes in the contract step V32.
 --
 -- The tenant columns carry no foreign key: a row's tenant comes from a key, and a key's tenant
 -- exists (api_keys references tenants), so the check would cost every insert for nothing.
@@ -39,7 +39,7 @@ CREATE INDEX IF NOT EXISTS tool_executions_tenant_errors_idx
     ON tool_executions (tenant_id, tool, started_at DESC, execution_id DESC) WHERE outcome IN ('failed', 'crashed');
 
 -- A session's context is the tenant's session's, and each tenant has its own documents, with
--- ids of its own choosing: the keys the upserts name, which V31 makes the primary keys.
+-- ids of its own choosing: the keys the upserts name, which V32 makes the primary keys.
 CREATE UNIQUE INDEX IF NOT EXISTS session_context_tenant_key_idx ON session_context (tenant_id, session_id, context_key);
 CREATE UNIQUE INDEX IF NOT EXISTS documents_tenant_id_idx ON documents (tenant_id, id);
 

@@ -7,7 +7,7 @@
 --
 -- On a populated table the build takes a while (minutes at a million documents): `gatehouse
 -- migrate` builds it concurrently beforehand, so ingests go on, and the release before this one
--- keeps searching through V4's graph, which the contract step V31 drops.
+-- keeps searching through V4's graph, which the contract step V32 drops.
 SET LOCAL maintenance_work_mem = '1GB';
 CREATE INDEX IF NOT EXISTS documents_embedding_idx ON documents
     USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops);

@@ -222,9 +222,9 @@ async fn an_upgrade_keeps_the_history_as_its_first_partition() -> Result<()> {
     };
     let executions_indexes = indexes("tool_executions").await?;
 
-    // Every migration but the contract step (V31), which then drops the two indexes without the
+    // Every migration but the contract step (V32), which then drops the two indexes without the
     // tenant that V18 left for the release before it.
-    scratch.migrate(Some(30))?;
+    scratch.migrate(Some(31))?;
 
     let placed = db
         .query(

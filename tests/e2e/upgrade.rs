@@ -184,7 +184,7 @@ async fn the_release_before_tenants_keeps_serving_while_the_upgrade_runs() -> Re
         "upgrade from V{PREVIOUS_RELEASE}: {took:.1?}; the previous release ran {statements} statements beside \
          it, the longest took {longest:.0?}"
     );
-    ensure!(upgrade.contains("applied V30__"), "{upgrade}");
+    ensure!(upgrade.contains("applied V31__"), "{upgrade}");
     ensure!(upgrade.contains("left for `gatehouse migrate --contract`"), "the contract step must wait: {upgrade}");
 
     // This release serves the database before its contract step: a create with an idempotency
@@ -210,7 +210,7 @@ async fn the_release_before_tenants_keeps_serving_while_the_upgrade_runs() -> Re
 
     // Once the previous release is gone, the contract step removes what it used.
     let contracted = migrate(&scratch.url, true)?;
-    ensure!(contracted.contains("applied V31__contract_tenant_keys"), "{contracted}");
+    ensure!(contracted.contains("applied V32__contract_tenant_keys"), "{contracted}");
     let refused = db.execute(PREVIOUS_CREATE, &[&"tc_e00000000001", &"prev-session-1", &"late"]).await;
     ensure!(refused.is_err(), "the previous release's idempotency index is gone");
 
@@ -253,8 +253,66 @@ async fn a_migration_waits_for_a_long_read_without_holding_up_the_requests_behin
     ensure!(!upgrade.is_finished(), "the migration must wait for the long read");
     reading.commit().await?;
     let upgraded = upgrade.await??;
-    ensure!(upgraded.contains("applied V30__"), "{upgraded}");
+    ensure!(upgraded.contains("applied V31__"), "{upgraded}");
     // Queued behind the migration's lock, a request would have waited until the read ended.
     ensure!(longest < HELD / 2, "a request waited {longest:?} behind the migration");
+    Ok(())
+}
+
+/// `gatehouse migrate --plan` on a populated database at V17 says what each migration would
+/// lock, rehearsed on a scratch database, and changes nothing: no migration left to apply holds a
+/// lock that makes requests wait while it does work that grows with a table of any size (the
+/// check V29 added with its column scanned every call under an exclusive lock until V31 took
+/// it over), and the scratch database is gone after.
+#[tokio::test]
+async fn the_plan_says_what_each_migration_locks_and_changes_nothing() -> Result<()> {
+    let scratch = ScratchDatabase::migrated_to("upgrade-plan", Some(PREVIOUS_RELEASE)).await?;
+    let db = scratch.connect().await?;
+    db.execute(
+        "INSERT INTO tool_calls (tool_call_id, session_id, function_name, tool, parameters, status, expires_at)
+         SELECT 'tc_' || lpad(to_hex(n), 12, '0'), 'seed-' || (n % 100), 'fixture_action', 'fixture-tool',
+                '{}'::jsonb, 'COMPLETED', now()
+           FROM generate_series(1, 20000) AS n",
+        &[],
+    )
+    .await?;
+    db.batch_execute("ANALYZE tool_calls").await?;
+
+    let out = std::process::Command::new(gatehouse_tests::gatehouse_bin())
+        .args(["migrate", "--plan"])
+        .env("DATABASE_URL", &scratch.url)
+        .output()?;
+    ensure!(out.status.success(), "migrate --plan: {}", String::from_utf8_lossy(&out.stderr));
+    let plan = String::from_utf8_lossy(&out.stdout);
+    ensure!(plan.contains("V18__tenant_rows\n"), "{plan}");
+    ensure!(
+        plan.contains("ahead: index tool_calls_tenant_created_idx built concurrently on tool_calls (20000 rows"),
+        "{plan}"
+    );
+    ensure!(plan.contains("AccessExclusiveLock on tool_calls (20000 rows"), "{plan}");
+    ensure!(plan.contains("left for `gatehouse migrate --contract`: V32__contract_tenant_keys"), "{plan}");
+    for line in plan.lines().filter(|line| line.contains(" wait; ") && line.contains("grows with the table")) {
+        let rows: f64 = line
+            .split_once(" (")
+            .and_then(|(_, rest)| rest.split_once(" rows"))
+            .context("a table's size")?
+            .0
+            .parse()?;
+        ensure!(rows < 1000.0, "a migration makes requests wait while it works through a table:\n{line}");
+    }
+
+    let applied: i32 = db.query_one("SELECT max(version) FROM refinery_schema_history", &[]).await?.get(0);
+    ensure!(applied == PREVIOUS_RELEASE, "the plan applied migrations: at V{applied}");
+    let column: i64 = db
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'tool_calls' AND column_name = 'tenant_id'",
+            &[],
+        )
+        .await?
+        .get(0);
+    ensure!(column == 0, "the plan added columns ahead on the live database");
+    let left: i64 =
+        db.query_one("SELECT count(*) FROM pg_database WHERE datname LIKE 'gatehouse_plan_%'", &[]).await?.get(0);
+    ensure!(left == 0, "the scratch database was left behind");
     Ok(())
 }

@@ -3,8 +3,10 @@
 //! docs/architecture.md describes the data model the migrations build.
 
 mod online;
+mod plan;
 mod tool;
 
+pub use plan::{Plan, PlannedMigration, plan};
 pub use tool::{ToolMigrations, apply_tool, schema_of};
 
 mod embedded {
@@ -14,15 +16,17 @@ mod embedded {
 /// Migrations changed after they shipped, with the checksum a database recorded when it applied
 /// the version it shipped with. Refinery refuses a database whose recorded checksum differs from
 /// the file's; for these the record is brought up to date first, so a database migrated before
-/// the change keeps working. Only two kinds of change are made this way: comments reworded (V3,
-/// V7), and a migration made add-only whose removals moved to a contract step that finds them
-/// already done on such a database (V18 and V27, whose removals are V31's). Any other change to
-/// a shipped migration is a new migration.
+/// the change keeps working. Only these kinds of change are made this way: comments reworded
+/// (V3, V7); a migration made add-only, whose removals moved to a contract step that finds them
+/// already done on such a database (V18 and V27, whose removals are V32's); and a check left
+/// unvalidated for a later migration to validate without blocking requests (V29, V31). Any
+/// other change to a shipped migration is a new migration.
 const SUPERSEDED: &[(i32, u64)] = &[
     (3, 6_774_735_324_130_314_924),
     (7, 658_664_620_846_305_447),
     (18, 8_651_253_078_910_817_662),
     (27, 10_663_324_581_529_883_966),
+    (29, 2_257_127_830_545_474_819),
 ];
 
 /// How a migration is named when it removes what an earlier release still uses (a column, an
@@ -69,6 +73,8 @@ pub enum MigrationError {
     Missing { version: i64 },
     #[error("reading which migrations were applied: {0}")]
     History(#[source] tokio_postgres::Error),
+    #[error("rehearsing {name} on the scratch database: {source}")]
+    Rehearsal { name: String, source: tokio_postgres::Error },
     #[error("adding {column} ahead of its migration: {source}")]
     ColumnAhead { column: String, source: tokio_postgres::Error },
     #[error("building index {index} ahead of its migration: {source}")]
@@ -119,30 +125,10 @@ async fn apply_locked(
 ) -> Result<Applied, MigrationError> {
     let runner = embedded::migrations::runner();
     accept_superseded(client, runner.get_migrations()).await.map_err(MigrationError::Superseded)?;
-    let history = client
-        .query_one("SELECT to_regclass('refinery_schema_history') IS NOT NULL", &[])
-        .await
-        .map_err(MigrationError::History)?;
-    let done = if history.get::<_, bool>(0) {
-        runner.get_applied_migrations_async(client).await.map_err(MigrationError::Apply)?
-    } else {
-        Vec::new()
-    };
-    check_applied(runner.get_migrations(), &done)?;
-    let mut pending: Vec<&refinery::Migration> = runner
-        .get_migrations()
-        .iter()
-        .filter(|m| version.is_none_or(|v| i64::from(m.version()) <= i64::from(v)))
-        .filter(|m| !done.iter().any(|d| d.version() == m.version()))
-        .collect();
-    pending.sort_by_key(|m| m.version());
-    let contract_now = contract == ContractSteps::Apply || done.is_empty();
-    let mut outcome = Applied::default();
-    for (at, migration) in pending.iter().enumerate() {
-        if !contract_now && migration.name().starts_with(CONTRACT_PREFIX) {
-            outcome.waiting = pending[at..].iter().map(|m| m.to_string()).collect();
-            break;
-        }
+    let pending = pending(client, runner.get_migrations(), version, contract).await?;
+    let mut outcome =
+        Applied { waiting: pending.waiting.iter().map(|m| m.to_string()).collect(), ..Applied::default() };
+    for migration in pending.to_apply {
         online::add_ahead(client, migration.sql().unwrap_or_default()).await?;
         let run = async |client: &mut tokio_postgres::Client| {
             embedded::migrations::runner()
@@ -158,6 +144,50 @@ async fn apply_locked(
     Ok(outcome)
 }
 
+/// What a database has not applied yet, in order.
+pub(crate) struct Pending<'a> {
+    /// The highest version it applied, if any.
+    pub(crate) last_applied: Option<i64>,
+    /// What `apply` would apply.
+    pub(crate) to_apply: Vec<&'a refinery::Migration>,
+    /// The contract step it would stop before, and what comes after it.
+    pub(crate) waiting: Vec<&'a refinery::Migration>,
+}
+
+/// The migrations of `known` the database has not applied, up to `version`, split where the
+/// contract steps begin unless `contract` lets them run (or the database has none applied);
+/// after checking the history it holds is this release's.
+pub(crate) async fn pending<'a>(
+    client: &mut tokio_postgres::Client,
+    known: &'a [refinery::Migration],
+    version: Option<i32>,
+    contract: ContractSteps,
+) -> Result<Pending<'a>, MigrationError> {
+    let history = client
+        .query_one("SELECT to_regclass('refinery_schema_history') IS NOT NULL", &[])
+        .await
+        .map_err(MigrationError::History)?;
+    let done = if history.get::<_, bool>(0) {
+        embedded::migrations::runner().get_applied_migrations_async(client).await.map_err(MigrationError::Apply)?
+    } else {
+        Vec::new()
+    };
+    check_applied(known, &done)?;
+    let mut to_apply: Vec<&refinery::Migration> = known
+        .iter()
+        .filter(|m| version.is_none_or(|v| i64::from(m.version()) <= i64::from(v)))
+        .filter(|m| !done.iter().any(|d| d.version() == m.version()))
+        .collect();
+    to_apply.sort_by_key(|m| m.version());
+    let contract_now = contract == ContractSteps::Apply || done.is_empty();
+    let waiting = match to_apply.iter().position(|m| !contract_now && m.name().starts_with(CONTRACT_PREFIX)) {
+        Some(at) => to_apply.split_off(at),
+        None => Vec::new(),
+    };
+    let last_applied = done.iter().map(|m| i64::from(m.version())).max();
+    Ok(Pending { last_applied, to_apply, waiting })
+}
+
 /// Refuses a database that applied a migration this release does not have, or one whose
 /// checksum differs from this release's file. Refinery checks this only when it has something
 /// to apply; an up-to-date database is checked here as well, so `migrate` never answers "up to
@@ -165,9 +195,10 @@ async fn apply_locked(
 fn check_applied(known: &[refinery::Migration], applied: &[refinery::Migration]) -> Result<(), MigrationError> {
     for done in applied {
         let version = i64::from(done.version());
+        let superseded = SUPERSEDED.iter().any(|&(v, old)| i64::from(v) == version && old == done.checksum());
         match known.iter().find(|m| m.version() == done.version()) {
             None => return Err(MigrationError::Missing { version }),
-            Some(file) if file.checksum() != done.checksum() => {
+            Some(file) if file.checksum() != done.checksum() && !superseded => {
                 return Err(MigrationError::Divergent { version });
             }
             Some(_) => {}

@@ -102,6 +102,13 @@ impl PgTarget {
         self.config.connect_timeout(timeout);
     }
 
+    /// The same server, settings and TLS, with another database.
+    pub fn with_database(&self, name: &str) -> PgTarget {
+        let mut other = self.clone();
+        other.config.dbname(name);
+        other
+    }
+
     /// The TLS connector, for a pool (deadpool-postgres) to connect with.
     pub fn tls(&self) -> MakeRustlsConnect {
         self.tls.clone()

@@ -82,6 +82,32 @@ pub(crate) fn stop_embedded(project_root: &Path, state_dir: &Path) -> Result<()>
     Ok(())
 }
 
+/// What [`migrate_up_to`] would do to the core's schema, rehearsed on a scratch database made
+/// beside the one at `url` and dropped after (`gatehouse migrate --plan`); `url`'s is only read.
+pub(crate) async fn plan(url: &str, up_to: Option<i32>, contract: ContractSteps) -> Result<gatehouse_migrations::Plan> {
+    let target = PgTarget::parse(url)?;
+    let (mut live, live_driver) = target.connect().await.context("connecting to the database to plan")?;
+    let scratch_name = format!("gatehouse_plan_{}_{}", std::process::id(), chrono::Utc::now().timestamp_millis());
+    live.batch_execute(&format!("CREATE DATABASE {scratch_name}"))
+        .await
+        .context("creating a scratch database to rehearse the migrations on (the user needs CREATEDB)")?;
+    let planned = async {
+        let (mut scratch, scratch_driver) =
+            target.with_database(&scratch_name).connect().await.context("connecting to the scratch database")?;
+        let planned = gatehouse_migrations::plan(&mut live, &mut scratch, up_to, contract).await;
+        drop(scratch);
+        let _ = scratch_driver.await;
+        anyhow::Ok(planned?)
+    }
+    .await;
+    let dropped = live.batch_execute(&format!("DROP DATABASE {scratch_name} WITH (FORCE)")).await;
+    drop(live);
+    let _ = live_driver.await;
+    let plan = planned?;
+    dropped.with_context(|| format!("dropping the scratch database {scratch_name}"))?;
+    Ok(plan)
+}
+
 /// Applies every migration not yet applied (see `gatehouse-migrations`): the core's, then
 /// with a manifest, each tool's own that it names, in the tool's schema. Contract steps run only
 /// on a new database; elsewhere they wait for `gatehouse migrate --contract`.

@@ -41,6 +41,10 @@ struct MigrateArgs {
     /// Only once no runner of an earlier release serves (docs/deploying.md, "Upgrading").
     #[arg(long)]
     contract: bool,
+    /// Apply nothing: say what each migration would lock, on how many rows, and for how long,
+    /// rehearsed on a scratch database (the database's user needs CREATEDB).
+    #[arg(long)]
+    plan: bool,
 }
 
 #[derive(Subcommand)]
@@ -129,8 +133,13 @@ impl Cli {
     pub(crate) async fn run(self) -> Result<()> {
         match self.command {
             Command::Build(args) => build::run(&args).await,
-            Command::Migrate(MigrateArgs { app: args, to, contract }) => {
+            Command::Migrate(MigrateArgs { app: args, to, contract, plan }) => {
                 let database = crate::db::Database::open(&args.project_root()?, &args.state_dir()?).await?;
+                let contract = if contract { ContractSteps::Apply } else { ContractSteps::WhenNew };
+                if plan {
+                    print!("{}", crate::db::plan(&database.url, to, contract).await?);
+                    return database.stop();
+                }
                 // A tool's own migrations are named in the manifest; where there is none (the
                 // CLI image's migrate job), the core's are all there is.
                 let manifest = args.manifest_path()?;
@@ -140,7 +149,6 @@ impl Cli {
                     eprintln!("no manifest at {}: applying the core's migrations only", manifest.display());
                     None
                 };
-                let contract = if contract { ContractSteps::Apply } else { ContractSteps::WhenNew };
                 let outcome = crate::db::migrate_up_to(&database.url, manifest.as_deref(), to, contract).await?;
                 for migration in &outcome.applied {
                     println!("applied {migration}");
