@@ -69,6 +69,11 @@ fn migrate_is_idempotent() {
     panic!("a second migrate still applied something");
 }
 
+/// `gatehouse migrate` on the database at `url`.
+fn migrate(url: &str) -> std::process::Output {
+    Command::new(gatehouse_bin()).arg("migrate").env("DATABASE_URL", url).output().expect("gatehouse runs")
+}
+
 /// A database migrated before V3's and V7's comments were reworded recorded their old checksums;
 /// `migrate` brings those records up to date instead of refusing the database, and still refuses
 /// one whose history it does not know, even when it has nothing left to apply.
@@ -87,11 +92,7 @@ async fn migrate_accepts_a_database_that_applied_migrations_before_their_comment
         .await
         .expect("V3's old checksum");
 
-    let out = Command::new(gatehouse_bin())
-        .arg("migrate")
-        .env("DATABASE_URL", &scratch.url)
-        .output()
-        .expect("gatehouse runs");
+    let out = migrate(&scratch.url);
     assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
     let recorded: String = client
         .query_one("SELECT checksum FROM refinery_schema_history WHERE version = 3", &[])
@@ -105,11 +106,7 @@ async fn migrate_accepts_a_database_that_applied_migrations_before_their_comment
         .execute("UPDATE refinery_schema_history SET checksum = '1' WHERE version = 3", &[])
         .await
         .expect("a wrong checksum");
-    let out = Command::new(gatehouse_bin())
-        .arg("migrate")
-        .env("DATABASE_URL", &scratch.url)
-        .output()
-        .expect("gatehouse runs");
+    let out = migrate(&scratch.url);
     assert!(!out.status.success(), "a divergent migration must be refused");
     assert!(String::from_utf8_lossy(&out.stderr).contains("V3 applied to this database differs"));
 
@@ -126,11 +123,7 @@ async fn migrate_accepts_a_database_that_applied_migrations_before_their_comment
         )
         .await
         .expect("a later release's migration");
-    let out = Command::new(gatehouse_bin())
-        .arg("migrate")
-        .env("DATABASE_URL", &scratch.url)
-        .output()
-        .expect("gatehouse runs");
+    let out = migrate(&scratch.url);
     assert!(!out.status.success(), "a database ahead of this release must be refused");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("V9999 applied to this database is unknown"), "{stderr}");

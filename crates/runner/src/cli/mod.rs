@@ -41,8 +41,9 @@ struct MigrateArgs {
     /// Only once no runner of an earlier release serves (docs/deploying.md, "Upgrading").
     #[arg(long)]
     contract: bool,
-    /// Apply nothing: say what each migration would lock, on how many rows, and for how long,
-    /// rehearsed on a scratch database (the database's user needs CREATEDB).
+    /// Apply nothing: say what each migration would lock, on how many rows, and whether the work
+    /// under the lock grows with the table, rehearsed on a scratch database (the database's user
+    /// needs CREATEDB).
     #[arg(long)]
     plan: bool,
 }
