@@ -550,25 +550,35 @@ async fn a_relay_that_never_answers_does_not_delay_the_others() -> Result<()> {
 
 /// A backlog's reports go to their relay side by side, within a bound: forty expiry reports to
 /// a relay that takes 300 ms over each are delivered several at a time (one after another they
-/// would take twelve seconds of the pass), and never more than sixteen at once.
+/// would take twelve seconds of the pass), and never more than sixteen at once. A relay that
+/// hangs eight seconds over every callback holds up only its own: the other relay's forty are
+/// all delivered before the first of the hung relay's ends (one relay after the other, they
+/// would wait for sixteen seconds of it).
 #[tokio::test]
 async fn a_backlogs_reports_go_to_their_relay_side_by_side_within_a_bound() -> Result<()> {
     let scratch = gatehouse_tests::lifecycle::ScratchDatabase::create("backlog_relay").await?;
-    let options = lifecycle_options(&[("pending_ttl_seconds", "1")], &["--sweep-interval", "0"]);
+    let variables = [("pending_ttl_seconds", "1"), ("callback_timeout_seconds", "20")];
+    let options = lifecycle_options(&variables, &["--sweep-interval", "0"]);
     let app = App::start(scratch.serve(options)).await?;
     let relay = SlowRelay::start(Duration::from_millis(300)).await?;
-    let session = unique("backlog");
+    let hung = SlowRelay::start(Duration::from_secs(8)).await?;
+    let (session, hung_session) = (unique("backlog"), unique("backlog-hung"));
     for _ in 0..40 {
         app.create_id(&session, json!({"to": "b@example.com"}), Some(&relay.url)).await?;
     }
+    for _ in 0..20 {
+        app.create_id(&hung_session, json!({"to": "h@example.com"}), Some(&hung.url)).await?;
+    }
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let swept = app.sweep().await?;
-    ensure!(swept.status == 200 && swept.body["expired"] == 40, "{}", swept.body);
+    ensure!(swept.status == 200 && swept.body["expired"] == 60, "{}", swept.body);
     let deadline = std::time::Instant::now() + SETTLE;
     while relay.answered() < 40 {
         ensure!(std::time::Instant::now() < deadline, "{} of 40 reports delivered", relay.answered());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    ensure!(hung.answered() == 0, "the hung relay answered before the other relay's reports were all delivered");
+    ensure!(hung.most_at_once() >= 1, "the hung relay's reports were not sent beside the other relay's");
     let most = relay.most_at_once();
     ensure!((2..=16).contains(&most), "{most} reports were in flight at once");
     Ok(())
