@@ -75,8 +75,8 @@ pub enum MigrationError {
     History(#[source] tokio_postgres::Error),
     #[error("rehearsing {name} on the scratch database: {source}")]
     Rehearsal { name: String, source: tokio_postgres::Error },
-    #[error("adding {column} ahead of its migration: {source}")]
-    ColumnAhead { column: String, source: tokio_postgres::Error },
+    #[error("adding a column to {table} ahead of its migration: {source}")]
+    ColumnAhead { table: String, source: tokio_postgres::Error },
     #[error("building index {index} ahead of its migration: {source}")]
     IndexAhead { index: String, source: tokio_postgres::Error },
     #[error("reading {}: {source}", path.display())]
@@ -124,8 +124,10 @@ async fn apply_locked(
     contract: ContractSteps,
 ) -> Result<Applied, MigrationError> {
     let runner = embedded::migrations::runner();
-    accept_superseded(client, runner.get_migrations()).await.map_err(MigrationError::Superseded)?;
     let pending = pending(client, runner.get_migrations(), version, contract).await?;
+    if pending.last_applied.is_some() {
+        accept_superseded(client, runner.get_migrations()).await.map_err(MigrationError::Superseded)?;
+    }
     let mut outcome =
         Applied { waiting: pending.waiting.iter().map(|m| m.to_string()).collect(), ..Applied::default() };
     for migration in pending.to_apply {
@@ -208,15 +210,12 @@ fn check_applied(known: &[refinery::Migration], applied: &[refinery::Migration])
 }
 
 /// Records the current checksum of each [`SUPERSEDED`] migration a database applied under its
-/// old one. Conditional on the old checksum, so a database holding anything else is refused.
+/// old one, so that refinery, which knows only the files, accepts it ([`check_applied`] already
+/// has). Conditional on the old checksum; only for a database with a history.
 async fn accept_superseded(
     client: &tokio_postgres::Client,
     migrations: &[refinery::Migration],
 ) -> Result<(), tokio_postgres::Error> {
-    let history = client.query_one("SELECT to_regclass('refinery_schema_history') IS NOT NULL", &[]).await?;
-    if !history.get::<_, bool>(0) {
-        return Ok(());
-    }
     for &(version, applied) in SUPERSEDED {
         let Some(migration) = migrations.iter().find(|m| i64::from(m.version()) == i64::from(version)) else {
             continue;

@@ -18,7 +18,8 @@ use crate::MigrationError;
 const LOCK_WAIT: &str = "500ms";
 /// How many times it tries before the migration fails (with the running release unharmed).
 const LOCK_TRIES: u32 = 40;
-const LOCK_RETRY: Duration = Duration::from_millis(250);
+/// The pause after giving way, in which the requests queued behind the statement go through.
+const GIVE_WAY_PAUSE: Duration = Duration::from_millis(250);
 
 /// SQLSTATEs of an index that cannot be built before its migration: a column or a table the
 /// migration itself adds.
@@ -70,14 +71,22 @@ pub(crate) fn index_builds(sql: &str) -> Vec<IndexBuild> {
     builds
 }
 
-/// The `ALTER TABLE t ADD COLUMN IF NOT EXISTS ...;` statements of `sql`, each on one line.
-pub(crate) fn column_adds(sql: &str) -> Vec<&str> {
+/// One `ALTER TABLE t ADD COLUMN IF NOT EXISTS ...;` statement of a migration, on one line.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ColumnAdd<'a> {
+    pub(crate) table: &'a str,
+    pub(crate) statement: &'a str,
+}
+
+/// The column adds of `sql` that may run ahead of it: one statement alone on its line.
+pub(crate) fn column_adds(sql: &str) -> Vec<ColumnAdd<'_>> {
     sql.lines()
         .map(str::trim_end)
-        .filter(|line| {
-            line.starts_with("ALTER TABLE ") && line.contains(" ADD COLUMN IF NOT EXISTS ") && line.ends_with(';')
+        .filter(|line| line.ends_with(';') && line.matches(';').count() == 1)
+        .filter_map(|statement| {
+            let (table, _) = statement.strip_prefix("ALTER TABLE ")?.split_once(" ADD COLUMN IF NOT EXISTS ")?;
+            Some(ColumnAdd { table: table.trim(), statement })
         })
-        .filter(|line| line.matches(';').count() == 1)
         .collect()
 }
 
@@ -89,12 +98,11 @@ fn build_memory(sql: &str) -> Option<&str> {
 
 /// Adds the columns of `sql` and builds its indexes, ahead of the migration.
 pub(crate) async fn add_ahead(client: &mut tokio_postgres::Client, sql: &str) -> Result<(), MigrationError> {
-    for statement in column_adds(sql) {
-        let column = statement.trim_start_matches("ALTER TABLE ").split(" ADD COLUMN").next().unwrap_or_default();
-        giving_way(client, async |client: &mut tokio_postgres::Client| client.batch_execute(statement).await)
+    for add in column_adds(sql) {
+        giving_way(client, async |client: &mut tokio_postgres::Client| client.batch_execute(add.statement).await)
             .await
             .map_err(MigrationError::Lock)?
-            .map_err(|source| MigrationError::ColumnAhead { column: column.to_owned(), source })?;
+            .map_err(|source| MigrationError::ColumnAhead { table: add.table.to_owned(), source })?;
     }
     let builds = index_builds(sql);
     if builds.is_empty() {
@@ -127,7 +135,7 @@ where
         match outcome {
             Err(e) if tries < LOCK_TRIES && lock_timed_out(&e) => {
                 tries += 1;
-                tokio::time::sleep(LOCK_RETRY).await;
+                tokio::time::sleep(GIVE_WAY_PAUSE).await;
             }
             outcome => return Ok(outcome),
         }
@@ -135,7 +143,7 @@ where
 }
 
 /// Whether `error`, or what caused it, is PostgreSQL giving up on a lock.
-pub(crate) fn lock_timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+fn lock_timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut current = Some(error);
     while let Some(error) = current {
         if let Some(database) = error.downcast_ref::<tokio_postgres::Error>()
@@ -218,7 +226,13 @@ mod tests {
                    ALTER TABLE t ADD COLUMN IF NOT EXISTS e int,\n    ADD COLUMN IF NOT EXISTS f int;\n\
                    ALTER TABLE t ADD COLUMN IF NOT EXISTS g int; DROP TABLE u;\n\
                    SET LOCAL maintenance_work_mem = '1GB';\n";
-        assert_eq!(column_adds(sql), ["ALTER TABLE t ADD COLUMN IF NOT EXISTS c text NOT NULL DEFAULT 'x';"]);
+        assert_eq!(
+            column_adds(sql),
+            [ColumnAdd {
+                table: "t",
+                statement: "ALTER TABLE t ADD COLUMN IF NOT EXISTS c text NOT NULL DEFAULT 'x';"
+            }]
+        );
         assert_eq!(build_memory(sql), Some("'1GB'"));
     }
 

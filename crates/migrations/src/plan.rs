@@ -95,10 +95,7 @@ pub async fn plan(
     let mut migrations = Vec::new();
     for migration in &pending.to_apply {
         let sql = migration.sql().unwrap_or_default();
-        let columns_ahead = online::column_adds(sql)
-            .into_iter()
-            .map(|statement| size(statement.trim_start_matches("ALTER TABLE ").split(' ').next().unwrap_or_default()))
-            .collect();
+        let columns_ahead = online::column_adds(sql).into_iter().map(|add| size(add.table)).collect();
         online::add_ahead(scratch, sql).await?;
         let mut indexes_ahead = Vec::new();
         for build in online::index_builds(sql) {
