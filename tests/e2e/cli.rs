@@ -55,23 +55,15 @@ async fn db_start_leaves_a_server_that_db_stop_adopts_and_stops() {
 fn migrate_is_idempotent() {
     // The first run may be the one that migrates the shared database; the second has nothing to do.
     for _ in 0..2 {
-        let out = Command::new(gatehouse_bin())
-            .args(["migrate", "--manifest"])
-            .arg(workspace_root().join("spin.toml"))
-            .env("DATABASE_URL", database_url())
-            .output()
-            .expect("gatehouse runs");
+        let manifest = workspace_root().join("spin.toml");
+        let manifest = manifest.to_str().expect("a UTF-8 path");
+        let out = gatehouse_tests::migrate(&database_url(), &["--manifest", manifest]).expect("gatehouse runs");
         assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
         if String::from_utf8_lossy(&out.stdout).trim() == "database is up to date" {
             return;
         }
     }
     panic!("a second migrate still applied something");
-}
-
-/// `gatehouse migrate` on the database at `url`.
-fn migrate(url: &str) -> std::process::Output {
-    Command::new(gatehouse_bin()).arg("migrate").env("DATABASE_URL", url).output().expect("gatehouse runs")
 }
 
 /// A database migrated before V3's and V7's comments were reworded recorded their old checksums;
@@ -92,7 +84,7 @@ async fn migrate_accepts_a_database_that_applied_migrations_before_their_comment
         .await
         .expect("V3's old checksum");
 
-    let out = migrate(&scratch.url);
+    let out = gatehouse_tests::migrate(&scratch.url, &[]).expect("gatehouse runs");
     assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
     let recorded: String = client
         .query_one("SELECT checksum FROM refinery_schema_history WHERE version = 3", &[])
@@ -106,7 +98,7 @@ async fn migrate_accepts_a_database_that_applied_migrations_before_their_comment
         .execute("UPDATE refinery_schema_history SET checksum = '1' WHERE version = 3", &[])
         .await
         .expect("a wrong checksum");
-    let out = migrate(&scratch.url);
+    let out = gatehouse_tests::migrate(&scratch.url, &[]).expect("gatehouse runs");
     assert!(!out.status.success(), "a divergent migration must be refused");
     assert!(String::from_utf8_lossy(&out.stderr).contains("V3 applied to this database differs"));
 
@@ -123,7 +115,7 @@ async fn migrate_accepts_a_database_that_applied_migrations_before_their_comment
         )
         .await
         .expect("a later release's migration");
-    let out = migrate(&scratch.url);
+    let out = gatehouse_tests::migrate(&scratch.url, &[]).expect("gatehouse runs");
     assert!(!out.status.success(), "a database ahead of this release must be refused");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("V9999 applied to this database is unknown"), "{stderr}");

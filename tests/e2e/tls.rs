@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gatehouse_tests::lifecycle::{App, ensure_fixture_tables, lifecycle_manifest, lifecycle_options};
-use gatehouse_tests::{Runner, RunnerOptions, app_manifest, database_url, db, gatehouse_bin, http, unique};
+use gatehouse_tests::{Runner, RunnerOptions, app_manifest, database_url, db, http, unique};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
@@ -216,12 +216,7 @@ impl Drop for TlsBouncer {
 
 /// `gatehouse migrate` against `url`: whether it succeeded, and its stderr.
 fn migrate(url: &str) -> (bool, String) {
-    let output = Command::new(gatehouse_bin())
-        .arg("migrate")
-        .env("DATABASE_URL", url)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running gatehouse migrate");
+    let output = gatehouse_tests::migrate(url, &[]).expect("running gatehouse migrate");
     (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 

@@ -114,13 +114,9 @@ async fn previous_release(url: String, running: Arc<AtomicBool>) -> Result<(u64,
     Ok((statements, longest))
 }
 
+/// `gatehouse migrate`, with `--contract` when asked: what it printed.
 fn migrate(url: &str, contract: bool) -> Result<String> {
-    let mut command = std::process::Command::new(gatehouse_tests::gatehouse_bin());
-    command.arg("migrate").env("DATABASE_URL", url);
-    if contract {
-        command.arg("--contract");
-    }
-    let out = command.output()?;
+    let out = gatehouse_tests::migrate(url, if contract { &["--contract"] } else { &[] })?;
     ensure!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -281,10 +277,7 @@ async fn the_plan_says_what_each_migration_locks_and_changes_nothing() -> Result
     .await?;
     db.batch_execute("ANALYZE tool_calls").await?;
 
-    let out = std::process::Command::new(gatehouse_tests::gatehouse_bin())
-        .args(["migrate", "--plan"])
-        .env("DATABASE_URL", &scratch.url)
-        .output()?;
+    let out = gatehouse_tests::migrate(&scratch.url, &["--plan"])?;
     ensure!(out.status.success(), "migrate --plan: {}", String::from_utf8_lossy(&out.stderr));
     let plan = String::from_utf8_lossy(&out.stdout);
     ensure!(plan.contains("V18__tenant_rows\n"), "{plan}");

@@ -33,6 +33,18 @@ pub fn gatehouse_bin() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target/release/gatehouse"))
 }
 
+/// `gatehouse migrate ARGS` against the database at `url`, and what it printed, whatever its
+/// exit status.
+pub fn migrate(url: &str, args: &[&str]) -> Result<std::process::Output> {
+    Command::new(gatehouse_bin())
+        .arg("migrate")
+        .args(args)
+        .env("DATABASE_URL", url)
+        .stdin(Stdio::null())
+        .output()
+        .context("running gatehouse migrate")
+}
+
 /// The runner built on the wasmtime of an older Spin release (`crates/pinned-hosts`), e.g.
 /// `gatehouse-wasmtime42`, beside [`gatehouse_bin`].
 pub fn pinned_host_bin(name: &str) -> PathBuf {

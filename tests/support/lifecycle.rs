@@ -446,13 +446,14 @@ impl ScratchDatabase {
     /// `gatehouse migrate`, up to `version` when one is given; without one, the contract steps
     /// too, as an operator finishing an upgrade does.
     pub fn migrate(&self, version: Option<i32>) -> Result<()> {
-        let mut command = std::process::Command::new(crate::gatehouse_bin());
-        command.arg("migrate").env("DATABASE_URL", &self.url).stdout(std::process::Stdio::null());
-        match version {
-            Some(version) => command.args(["--to", &version.to_string()]),
-            None => command.arg("--contract"),
+        let to = version.map(|v| v.to_string());
+        let args = match &to {
+            Some(to) => vec!["--to", to.as_str()],
+            None => vec!["--contract"],
         };
-        anyhow::ensure!(command.status()?.success(), "migrating {} failed", self.name);
+        let out = crate::migrate(&self.url, &args)?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        anyhow::ensure!(out.status.success(), "migrating {} failed: {stderr}", self.name);
         Ok(())
     }
 
